@@ -1,0 +1,109 @@
+// CShim: the thinnest layer over what Swift cannot do well itself on Linux.
+//
+// Rules of this file:
+// - Every function is `cshim_` plus the name of the libc call it wraps, and says how it reports errors:
+//   "pthread-style" returns 0 or an error number; "syscall-style" returns -1 and sets errno.
+// - No policy: no retries, no defaults, no clamping. The Swift side decides.
+// - One-liners are `static inline` here so Swift can inline them; the rest live in shim.c.
+#ifndef CSHIM_H
+#define CSHIM_H
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+// MARK: - Threads
+
+/// The entry point a new thread runs: receives the context pointer given to `cshim_pthread_create`.
+typedef void (*cshim_thread_entry)(void *context);
+
+/// Wraps `pthread_attr_init`, `pthread_attr_setdetachstate`, `pthread_attr_setstacksize` and `pthread_create`.
+/// The new thread runs `entry(context)`. `stack_size` of 0 keeps the default; otherwise it must already be at
+/// least `cshim_stack_min()` and a multiple of the page size (the Swift side rounds). Pthread-style: returns 0 or
+/// the error number of the first call that failed; on success `*out` holds the thread.
+int cshim_pthread_create(pthread_t *out, int detached, size_t stack_size, cshim_thread_entry entry, void *context);
+
+/// `PTHREAD_STACK_MIN` (a macro in glibc, so Swift cannot read it directly).
+static inline size_t cshim_stack_min(void) { return (size_t)PTHREAD_STACK_MIN; }
+
+// The next three are GNU extensions: they live in shim.c, which is compiled with _GNU_SOURCE (a header that
+// Swift imports is not), as swift-system does for the same reason.
+
+/// Wraps `pthread_setname_np`. The name must be at most 15 bytes plus NUL. Pthread-style.
+int cshim_pthread_setname_np(pthread_t thread, const char *name);
+
+/// Wraps `pthread_getname_np` into a buffer of `len` bytes (16 is enough on Linux). Pthread-style.
+int cshim_pthread_getname_np(pthread_t thread, char *buf, size_t len);
+
+/// Wraps `gettid` (the kernel thread id). Never fails.
+pid_t cshim_gettid(void);
+
+/// Wraps `setpriority(PRIO_PROCESS, tid, nice)`: on Linux this sets the nice value of one thread. Syscall-style.
+int cshim_setpriority_thread(pid_t tid, int nice_value);
+
+/// Wraps `getpriority(PRIO_PROCESS, tid)`. Syscall-style, but -1 is also a valid nice value: the function clears
+/// errno first; the caller must check errno when it returns -1.
+int cshim_getpriority_thread(pid_t tid);
+
+/// Wraps `sched_getaffinity(0, ...)` and `CPU_COUNT`: the number of CPUs this process may run on.
+/// Syscall-style: -1 and errno on failure.
+int cshim_sched_getaffinity_count(void);
+
+// MARK: - Mutexes and condition variables
+
+/// The kinds `cshim_pthread_mutex_init` accepts (mirrors `PTHREAD_MUTEX_*`).
+enum { CSHIM_MUTEX_NORMAL = 0, CSHIM_MUTEX_RECURSIVE = 1, CSHIM_MUTEX_ERRORCHECK = 2 };
+
+/// Wraps `pthread_mutexattr_settype` and `pthread_mutex_init`. Pthread-style.
+int cshim_pthread_mutex_init(pthread_mutex_t *mutex, int kind);
+
+/// Wraps `pthread_condattr_setclock(CLOCK_MONOTONIC)` and `pthread_cond_init`, so timed waits take absolute
+/// CLOCK_MONOTONIC deadlines. Pthread-style.
+int cshim_pthread_cond_init_monotonic(pthread_cond_t *cond);
+
+/// Wraps `pthread_cond_timedwait` with an absolute CLOCK_MONOTONIC deadline in nanoseconds.
+/// Pthread-style: 0, ETIMEDOUT, or another error number.
+int cshim_pthread_cond_timedwait_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline_ns);
+
+/// Wraps `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds. CLOCK_MONOTONIC cannot fail on Linux.
+static inline uint64_t cshim_clock_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/// Wraps `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`: CPU time the calling thread used, in nanoseconds.
+static inline uint64_t cshim_clock_thread_cputime_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// MARK: - eventfd wakeups and poll
+
+/// Wraps `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`. Syscall-style: the descriptor, or -1 and errno.
+static inline int cshim_eventfd_create(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+/// Wraps `eventfd_write(fd, 1)`: callable from any thread. Syscall-style (EAGAIN means the counter is full,
+/// which still leaves the descriptor readable, so a wakeup is never lost).
+static inline int cshim_eventfd_signal(int fd) { return eventfd_write(fd, 1); }
+
+/// Wraps `eventfd_read`: resets the counter, storing its old value. Syscall-style (EAGAIN when it was zero).
+static inline int cshim_eventfd_drain(int fd, uint64_t *value) { return eventfd_read(fd, value); }
+
+/// Wraps `poll` on an array of descriptors with a timeout in milliseconds (-1 = forever). Syscall-style.
+static inline int cshim_poll(struct pollfd *fds, nfds_t count, int timeout_ms) { return poll(fds, count, timeout_ms); }
+
+/// Wraps `close`. Syscall-style.
+static inline int cshim_close(int fd) { return close(fd); }
+
+/// `errno` of the calling thread (a macro in glibc).
+static inline int cshim_errno(void) { return errno; }
+
+#endif

@@ -1,0 +1,75 @@
+// CShim: wrappers that cannot be static inline (attributes that need cleanup, GNU-only macros).
+// Stateless. Each says which libc calls it wraps; see CShim.h for the error style.
+#ifndef _GNU_SOURCE
+#error You must define _GNU_SOURCE (Package.swift passes it through cSettings)
+#endif
+
+#include "CShim.h"
+
+#include <sched.h>
+#include <sys/resource.h>
+
+int cshim_pthread_create(pthread_t *out, int detached, size_t stack_size, cshim_thread_entry entry, void *context) {
+    pthread_attr_t attr;
+    int err = pthread_attr_init(&attr);
+    if (err != 0) return err;
+    err = pthread_attr_setdetachstate(&attr, detached ? PTHREAD_CREATE_DETACHED : PTHREAD_CREATE_JOINABLE);
+    if (err == 0 && stack_size != 0) err = pthread_attr_setstacksize(&attr, stack_size);
+    // The entry point type differs from pthread's (void return); the trampoline cast is the whole point of the
+    // shim: Swift cannot name a C function pointer that returns void * and takes a context without boxing.
+    if (err == 0) err = pthread_create(out, &attr, (void *(*)(void *))entry, context);
+    int destroyErr = pthread_attr_destroy(&attr);
+    return err != 0 ? err : destroyErr;
+}
+
+int cshim_pthread_setname_np(pthread_t thread, const char *name) { return pthread_setname_np(thread, name); }
+
+int cshim_pthread_getname_np(pthread_t thread, char *buf, size_t len) { return pthread_getname_np(thread, buf, len); }
+
+pid_t cshim_gettid(void) { return gettid(); }
+
+int cshim_setpriority_thread(pid_t tid, int nice_value) {
+    return setpriority(PRIO_PROCESS, (id_t)tid, nice_value);
+}
+
+int cshim_getpriority_thread(pid_t tid) {
+    errno = 0;
+    return getpriority(PRIO_PROCESS, (id_t)tid);
+}
+
+int cshim_sched_getaffinity_count(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1;
+    return CPU_COUNT(&set);
+}
+
+int cshim_pthread_mutex_init(pthread_mutex_t *mutex, int kind) {
+    pthread_mutexattr_t attr;
+    int err = pthread_mutexattr_init(&attr);
+    if (err != 0) return err;
+    int type = PTHREAD_MUTEX_NORMAL;
+    if (kind == CSHIM_MUTEX_RECURSIVE) type = PTHREAD_MUTEX_RECURSIVE;
+    else if (kind == CSHIM_MUTEX_ERRORCHECK) type = PTHREAD_MUTEX_ERRORCHECK;
+    err = pthread_mutexattr_settype(&attr, type);
+    if (err == 0) err = pthread_mutex_init(mutex, &attr);
+    int destroyErr = pthread_mutexattr_destroy(&attr);
+    return err != 0 ? err : destroyErr;
+}
+
+int cshim_pthread_cond_init_monotonic(pthread_cond_t *cond) {
+    pthread_condattr_t attr;
+    int err = pthread_condattr_init(&attr);
+    if (err != 0) return err;
+    err = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (err == 0) err = pthread_cond_init(cond, &attr);
+    int destroyErr = pthread_condattr_destroy(&attr);
+    return err != 0 ? err : destroyErr;
+}
+
+int cshim_pthread_cond_timedwait_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline_ns) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
+    ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
+    return pthread_cond_timedwait(cond, mutex, &ts);
+}

@@ -1,0 +1,17 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "Spindle",
+    products: [
+        .library(name: "Spindle", targets: ["Spindle"]),
+    ],
+    targets: [
+        // The only C in the package: thin wrappers over pthreads, eventfd and poll. No policy.
+        .target(name: "CShim", path: "CShim", cSettings: [.define("_GNU_SOURCE")]),
+        // The library: depends on the toolchain (Swift stdlib, Synchronization) and libc only.
+        .target(name: "Spindle", dependencies: ["CShim"], path: "Sources/Spindle"),
+        .testTarget(name: "SpindleTests", dependencies: ["Spindle", "CShim"], path: "Tests/SpindleTests"),
+    ],
+    swiftLanguageModes: [.v6]
+)

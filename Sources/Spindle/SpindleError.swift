@@ -1,0 +1,103 @@
+/// Every error Spindle throws: misuse of the API, and the few runtime conditions a caller must handle.
+///
+/// Misuse never changes anything: the call that throws leaves every object as it was (Part 1, item 1 of the
+/// contract). Each case's `description` names the misuse in one sentence.
+public enum SpindleError: Error, CustomStringConvertible, Sendable {
+    // MARK: Primitives and threads
+    /// A semaphore was created with a negative value.
+    case negativeSemaphoreValue(Int)
+    /// A timeout or deadline that is not a number (NaN).
+    case invalidTimeout
+    /// `join()` on a thread that was already joined.
+    case threadAlreadyJoined(name: String)
+    /// `join()` on a detached thread.
+    case threadNotJoinable(name: String)
+    /// `join()` called by the thread on itself.
+    case joinSelf(name: String)
+    /// A libc or pthread call failed with this error number.
+    case system(function: String, errno: Int32)
+
+    // MARK: Operations
+    /// `start()` on an operation that is executing (or being started by someone else).
+    case operationExecuting(name: String)
+    /// `start()` on an operation whose dependencies have not all finished.
+    case operationNotReady(name: String)
+    /// `start()` by hand on an operation that a queue owns.
+    case operationEnqueued(name: String)
+    /// Reporting the end of an operation that already finished.
+    case operationAlreadyFinished(name: String)
+    /// Reporting the end of an operation that never started executing and was not cancelled.
+    case operationNotExecuting(name: String)
+    /// `addExecutionBlock` on a block operation that has started.
+    case blockOperationStarted(name: String)
+    /// An operation made to depend on itself.
+    case selfDependency(name: String)
+    /// A dependency that would close a cycle; `cycle` lists the operations' names along it.
+    case dependencyCycle(cycle: [String])
+    /// `waitUntilFinished` called from the operation's own `main`.
+    case waitOnSelf(name: String)
+    /// Reading the result of an operation that was cancelled.
+    case resultOfCancelledOperation(name: String)
+    /// Reading the result of an operation that has not finished.
+    case resultNotReady(name: String)
+    /// Reading the result of an operation whose method returns nothing.
+    case voidResult(name: String)
+    /// The operation's `main` threw; the error is carried.
+    case operationFailed(name: String, underlying: any Error)
+
+    // MARK: Queues
+    /// Adding an operation that is already in a queue (this one or another).
+    case operationAlreadyInQueue(name: String)
+    /// Adding an operation that has finished.
+    case operationFinished(name: String)
+    /// `maxConcurrentOperationCount` set to a negative value other than the default sentinel.
+    case invalidConcurrencyLimit(Int)
+    /// Waiting for a queue from one of that queue's own operations.
+    case waitOnOwnQueue(name: String)
+    /// A batch add with the same operation twice.
+    case duplicateInBatch(name: String)
+
+    // MARK: Run loops (cases used by Sources/Spindle/RunLoop)
+    /// Sending to, or scheduling, a port that was invalidated.
+    case portInvalidated(name: String)
+    /// Running a run loop from a thread that does not own it.
+    case runLoopNotOwned
+    /// A timer interval that is NaN, infinite or negative.
+    case invalidTimerInterval(Double)
+    /// Watching a descriptor that is not open (or negative).
+    case invalidDescriptor(Int32)
+
+    public var description: String {
+        switch self {
+        case .negativeSemaphoreValue(let v): return "a semaphore cannot start with a negative value (\(v))"
+        case .invalidTimeout: return "a timeout must be a number (NaN was given)"
+        case .threadAlreadyJoined(let n): return "thread '\(n)' was already joined"
+        case .threadNotJoinable(let n): return "thread '\(n)' is detached and cannot be joined"
+        case .joinSelf(let n): return "thread '\(n)' cannot join itself"
+        case .system(let f, let e): return "\(f) failed with error \(e)"
+        case .operationExecuting(let n): return "operation '\(n)' is already executing"
+        case .operationNotReady(let n): return "operation '\(n)' is not ready: a dependency has not finished"
+        case .operationEnqueued(let n): return "operation '\(n)' belongs to a queue; the queue starts it"
+        case .operationAlreadyFinished(let n): return "operation '\(n)' already reported its end"
+        case .operationNotExecuting(let n): return "operation '\(n)' cannot finish: it is not executing"
+        case .blockOperationStarted(let n): return "block operation '\(n)' has started; no more blocks can be added"
+        case .selfDependency(let n): return "operation '\(n)' cannot depend on itself"
+        case .dependencyCycle(let c): return "dependency would close a cycle: \(c.joined(separator: " -> "))"
+        case .waitOnSelf(let n): return "operation '\(n)' cannot wait for itself to finish"
+        case .resultOfCancelledOperation(let n): return "operation '\(n)' was cancelled and has no result"
+        case .resultNotReady(let n): return "operation '\(n)' has not finished; its result is not ready"
+        case .voidResult(let n): return "operation '\(n)' returns nothing; it has no result to read"
+        case .operationFailed(let n, let e): return "operation '\(n)' failed: \(e)"
+        case .operationAlreadyInQueue(let n): return "operation '\(n)' is already in a queue"
+        case .operationFinished(let n): return "operation '\(n)' has finished and cannot be added to a queue"
+        case .invalidConcurrencyLimit(let v):
+            return "maxConcurrentOperationCount must be >= 0 or the default sentinel (\(v) was given)"
+        case .waitOnOwnQueue(let n): return "an operation of queue '\(n)' cannot wait for that queue to drain"
+        case .duplicateInBatch(let n): return "operation '\(n)' appears twice in one batch"
+        case .portInvalidated(let n): return "port '\(n)' was invalidated"
+        case .runLoopNotOwned: return "a run loop can only be run by the thread that owns it"
+        case .invalidTimerInterval(let v): return "a timer interval must be a finite number >= 0 (\(v) was given)"
+        case .invalidDescriptor(let fd): return "descriptor \(fd) is not open"
+        }
+    }
+}

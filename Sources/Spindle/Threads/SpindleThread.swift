@@ -1,0 +1,280 @@
+import CShim
+import Glibc
+import Synchronization
+
+/// A pthread: spawned detached or joinable, with a name, a stack size and a priority (NSThread's role).
+///
+/// Guards and confinement:
+/// - `handle`, `tid`, `isDetached`, `isMain` are set before the thread is visible to anyone else and never change;
+///   `tid` is published by the new thread itself and read through `tidStorage` (an atomic; 0 until known).
+/// - `lifecycle` is an atomic: `.created` → `.running` → `.exited` (forward only; set by the thread itself);
+///   `joinState` is an atomic: `.joinable` → `.joined` (by `join()`), or `.detached` from the start.
+/// - `nameStorage` and `priorityStorage` are under their own inline locks: any thread may read or set them.
+///
+/// Lifetime: a spawned thread keeps its `SpindleThread` alive until it exits (it is its `current`). A joinable
+/// thread must be joined; one released without `join()` is reported on standard error, counted in
+/// `unjoinedReleaseCount`, and detached so that its resources are freed anyway.
+public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
+    private enum Lifecycle: UInt8 { case created = 0, running = 1, exited = 2 }
+    private enum JoinState: UInt8 { case joinable = 0, joined = 1, detached = 2 }
+
+    /// The pthread handle as a raw value (0 until known); written once by the spawner, read by `join` and `name`.
+    private let handleStorage = Atomic<UInt>(0)
+    private let tidStorage = Atomic<Int32>(0)
+    private let lifecycle = Atomic<UInt8>(Lifecycle.created.rawValue)
+    private let joinState: Atomic<UInt8>
+    private let nameStorage: Mutex<String>
+    private let priorityStorage = Mutex<Double>(0.5)
+    /// Whether this is the process's main thread.
+    public let isMain: Bool
+
+    // MARK: - Current and main thread
+
+    private static let currentSlot = SpindleThreadLocal<SpindleThread?>(initial: { nil })
+
+    /// The thread calling this: the same object on every access from one thread.
+    public static var current: SpindleThread {
+        if let thread = currentSlot.value { return thread }
+        let thread: SpindleThread = cshim_gettid() == getpid() ? SpindleThread.main : SpindleThread(adopting: ())
+        currentSlot.value = thread
+        return thread
+    }
+
+    /// The process's main thread (the one whose kernel id is the process id).
+    public static let main: SpindleThread = SpindleThread(mainThread: ())
+
+    /// Whether the calling thread is the process's main thread.
+    public static var isMainThread: Bool { cshim_gettid() == getpid() }
+
+    /// Joinable threads released without `join()` (each also printed on standard error).
+    public static var unjoinedReleaseCount: Int { unjoinedReleases.load(ordering: .relaxed) }
+    private static let unjoinedReleases = Atomic<Int>(0)
+
+    /// Spindle-spawned threads currently alive (both kinds), for tests and leak checks.
+    public static var liveSpawnedCount: Int { liveSpawned.load(ordering: .acquiring) }
+    private static let liveSpawned = Atomic<Int>(0)
+
+    private init(mainThread: ()) {
+        self.isMain = true
+        self.joinState = Atomic(JoinState.detached.rawValue)
+        self.tidStorage.store(getpid(), ordering: .relaxed)
+        self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
+        self.nameStorage = Mutex(SpindleThread.kernelName(of: pthread_self()) ?? "main")
+    }
+
+    /// A thread Spindle did not create (for `current`).
+    private init(adopting: ()) {
+        self.isMain = false
+        self.handleStorage.store(UInt(pthread_self()), ordering: .relaxed)
+        self.joinState = Atomic(JoinState.detached.rawValue)
+        self.tidStorage.store(cshim_gettid(), ordering: .relaxed)
+        self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
+        self.nameStorage = Mutex(SpindleThread.kernelName(of: pthread_self()) ?? "")
+    }
+
+    private init(name: String, priority: Double, detached: Bool) {
+        self.isMain = false
+        self.joinState = Atomic(detached ? JoinState.detached.rawValue : JoinState.joinable.rawValue)
+        self.nameStorage = Mutex(name)
+        self.priorityStorage.withLock { $0 = priority }
+    }
+
+    deinit {
+        let handle = self.handleStorage.load(ordering: .acquiring)
+        if self.joinState.load(ordering: .acquiring) == JoinState.joinable.rawValue, handle != 0 {
+            SpindleThread.unjoinedReleases.add(1, ordering: .relaxed)
+            let name = self.nameStorage.withLock { $0 }
+            writeToStandardError("Spindle: joinable thread '\(name)' released without join(); detaching it")
+            _ = pthread_detach(pthread_t(handle))
+        }
+    }
+
+    // MARK: - Spawning
+
+    /// What the trampoline needs; passed retained through the C context pointer.
+    fileprivate final class StartBox {
+        let body: () -> Void
+        let thread: SpindleThread
+        init(body: @escaping () -> Void, thread: SpindleThread) {
+            self.body = body
+            self.thread = thread
+        }
+    }
+
+    /// The smallest stack Spindle asks for: PTHREAD_STACK_MIN rounded up to whole pages.
+    public static var minimumStackSize: Int {
+        let page = max(sysconf(Int32(_SC_PAGESIZE)), 4096)
+        let minimum = Int(cshim_stack_min())
+        return (minimum + page - 1) / page * page
+    }
+
+    /// Starts a detached thread running `body`. It cleans up after itself when `body` returns.
+    ///
+    /// - Parameters:
+    ///   - name: the thread's name, cut to 15 bytes on a UTF-8 boundary (Linux's limit).
+    ///   - stackSize: bytes; nil keeps the default; below `minimumStackSize` is rounded up (never fails).
+    ///   - priority: 0…1 (clamped), 0.5 is the default nice value; see `priority`.
+    /// - Throws: `SpindleError.system` when pthread_create fails (EAGAIN: out of threads or memory).
+    @discardableResult
+    public static func detach(name: String = "spindle", stackSize: Int? = nil, priority: Double = 0.5,
+                              _ body: @escaping @Sendable () -> Void) throws(SpindleError) -> SpindleThread {
+        try spawn(name: name, stackSize: stackSize, priority: priority, detached: true, body)
+    }
+
+    /// Starts a joinable thread running `body`. Call `join()` on the result exactly once.
+    /// Parameters and errors as for `detach`.
+    public static func spawnJoinable(name: String = "spindle", stackSize: Int? = nil, priority: Double = 0.5,
+                                     _ body: @escaping @Sendable () -> Void) throws(SpindleError) -> SpindleThread {
+        try spawn(name: name, stackSize: stackSize, priority: priority, detached: false, body)
+    }
+
+    private static func spawn(name: String, stackSize: Int?, priority: Double, detached: Bool,
+                              _ body: @escaping () -> Void) throws(SpindleError) -> SpindleThread {
+        let cutName = truncatedName(name)
+        let clamped = clampPriority(priority)
+        var size = 0
+        if let stackSize {
+            let page = max(sysconf(Int32(_SC_PAGESIZE)), 4096)
+            size = max(stackSize, minimumStackSize)
+            size = (size + page - 1) / page * page
+        }
+        // The object exists before the thread runs (it is `current` there); the handle is stored once known.
+        let thread = SpindleThread(name: cutName, priority: clamped, detached: detached)
+        let context = Unmanaged.passRetained(StartBox(body: body, thread: thread))
+        var handle = pthread_t()
+        liveSpawned.add(1, ordering: .relaxed)
+        let err = cshim_pthread_create(&handle, detached ? 1 : 0, size, spindleThreadEntry, context.toOpaque())
+        if err != 0 {
+            liveSpawned.subtract(1, ordering: .relaxed)
+            context.release()
+            thread.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)  // nothing to join
+            throw .system(function: "pthread_create", errno: err)
+        }
+        thread.handleStorage.store(UInt(handle), ordering: .releasing)
+        return thread
+    }
+
+    /// Runs on the new thread: publish identity, apply name and priority, run the body, clean up.
+    fileprivate static func run(_ box: StartBox) {
+        let thread = box.thread
+        thread.handleStorage.store(UInt(pthread_self()), ordering: .releasing)
+        thread.tidStorage.store(cshim_gettid(), ordering: .releasing)
+        thread.lifecycle.store(Lifecycle.running.rawValue, ordering: .releasing)
+        currentSlot.value = thread
+        let name = thread.name
+        if !name.isEmpty { _ = name.withCString { cshim_pthread_setname_np(pthread_self(), $0) } }
+        let priority = thread.priority
+        if priority != 0.5 { _ = applyNice(forPriority: priority, tid: cshim_gettid()) }
+        box.body()
+        thread.lifecycle.store(Lifecycle.exited.rawValue, ordering: .releasing)
+        liveSpawned.subtract(1, ordering: .releasing)
+        // `currentSlot` keeps `thread` alive until the thread-local destructor runs at thread exit.
+    }
+
+    // MARK: - Joining
+
+    /// Waits for a joinable thread to end. Throws if the thread is detached, was already joined, or is the
+    /// calling thread; nothing changes then.
+    public func join() throws(SpindleError) {
+        let name = self.name
+        if self.isMain || self.joinState.load(ordering: .acquiring) == JoinState.detached.rawValue {
+            throw .threadNotJoinable(name: name)
+        }
+        if self === SpindleThread.currentSlot.value { throw .joinSelf(name: name) }
+        let (exchanged, original) = self.joinState.compareExchange(
+            expected: JoinState.joinable.rawValue, desired: JoinState.joined.rawValue, ordering: .acquiringAndReleasing)
+        if !exchanged {
+            if original == JoinState.detached.rawValue { throw .threadNotJoinable(name: name) }
+            throw .threadAlreadyJoined(name: name)
+        }
+        checkPthread(pthread_join(pthread_t(self.handleStorage.load(ordering: .acquiring)), nil), "pthread_join")
+    }
+
+    // MARK: - State, name and priority
+
+    /// The kernel thread id (0 until the thread has started running).
+    public var threadID: Int32 { self.tidStorage.load(ordering: .acquiring) }
+
+    /// Whether the thread's body is running.
+    public var isExecuting: Bool { self.lifecycle.load(ordering: .acquiring) == Lifecycle.running.rawValue }
+
+    /// Whether the thread's body has returned.
+    public var isFinished: Bool { self.lifecycle.load(ordering: .acquiring) == Lifecycle.exited.rawValue }
+
+    /// The thread's name as the kernel has it: at most 15 bytes, cut on a UTF-8 boundary. Readable and settable
+    /// from any thread; setting it on a thread that has exited only changes the stored value.
+    public var name: String {
+        get { self.nameStorage.withLock { $0 } }
+        set {
+            let cut = SpindleThread.truncatedName(newValue)
+            self.nameStorage.withLock { $0 = cut }
+            var target = self.handleStorage.load(ordering: .acquiring)
+            if target == 0, self.isMain, SpindleThread.isMainThread { target = UInt(pthread_self()) }
+            if target != 0, !self.isFinished {
+                // EPERM/ENOENT are seen in containers and after exit; the stored name still changes.
+                _ = cut.withCString { cshim_pthread_setname_np(pthread_t(target), $0) }
+            }
+        }
+    }
+
+    /// The thread's scheduling priority in 0…1 (clamped); 0.5 is nice 0, 1 is nice -20, 0 is nice 19. Reads
+    /// return the value last set. Setting applies the nice value to this one thread; raising priority above the
+    /// process's needs CAP_SYS_NICE, and then the kernel keeps its old value (the call reports false).
+    public var priority: Double { self.priorityStorage.withLock { $0 } }
+
+    /// Sets `priority` (see there). Returns whether the kernel accepted the new nice value.
+    @discardableResult
+    public func setPriority(_ value: Double) -> Bool {
+        let clamped = SpindleThread.clampPriority(value)
+        self.priorityStorage.withLock { $0 = clamped }
+        let tid = self.threadID
+        guard tid != 0, !self.isFinished else { return false }
+        return SpindleThread.applyNice(forPriority: clamped, tid: tid)
+    }
+
+    /// The nice value Spindle uses for a priority in 0…1.
+    public static func niceValue(forPriority priority: Double) -> Int32 {
+        let nice = ((0.5 - clampPriority(priority)) * 40).rounded()
+        return Int32(min(19, max(-20, nice)))
+    }
+
+    public var description: String { "SpindleThread(\(self.name), tid \(self.threadID))" }
+
+    // MARK: - Helpers
+
+    static func clampPriority(_ p: Double) -> Double { p.isNaN ? 0.5 : min(1, max(0, p)) }
+
+    static func applyNice(forPriority priority: Double, tid: Int32) -> Bool {
+        cshim_setpriority_thread(tid, niceValue(forPriority: priority)) == 0
+    }
+
+    /// Cuts `name` to at most 15 bytes of UTF-8 without splitting a character's encoding; drops NUL bytes.
+    public static func truncatedName(_ name: String) -> String {
+        var bytes: [UInt8] = []
+        for scalar in name.unicodeScalars where scalar.value != 0 {
+            let encoded = Array(String(scalar).utf8)
+            if bytes.count + encoded.count > 15 { break }
+            bytes.append(contentsOf: encoded)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func kernelName(of thread: pthread_t) -> String? {
+        var buffer = [CChar](repeating: 0, count: 32)
+        guard cshim_pthread_getname_np(thread, &buffer, buffer.count) == 0 else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// The C entry point of every Spindle thread: takes back the retained box and runs it.
+private func spindleThreadEntry(_ context: UnsafeMutableRawPointer?) {
+    let box = Unmanaged<AnyObject>.fromOpaque(context!).takeRetainedValue()
+    SpindleThread.runEntry(box)
+}
+
+extension SpindleThread {
+    fileprivate static func runEntry(_ object: AnyObject) {
+        // swiftlint:disable:next force_cast
+        self.run(object as! StartBox)
+    }
+}
