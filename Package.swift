@@ -11,7 +11,10 @@ let package = Package(
         .target(name: "CShim", path: "CShim", cSettings: [.define("_GNU_SOURCE")]),
         // The library: depends on the toolchain (Swift stdlib, Synchronization) and libc only.
         .target(name: "Spindle", dependencies: ["CShim"], path: "Sources/Spindle"),
-        .testTarget(name: "SpindleTests", dependencies: ["Spindle", "CShim"], path: "Tests/SpindleTests"),
+        // Test-only: counts malloc calls so tests can assert allocation budgets (off under sanitizers).
+        .target(name: "CMallocCounter", path: "Tests/CMallocCounter"),
+        .testTarget(name: "SpindleTests", dependencies: ["Spindle", "CShim", "CMallocCounter"],
+                    path: "Tests/SpindleTests"),
     ],
     swiftLanguageModes: [.v6]
 )

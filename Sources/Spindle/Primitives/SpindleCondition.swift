@@ -11,8 +11,12 @@ public final class SpindleCondition: @unchecked Sendable {
     public let mutex: SpindleMutex
     @usableFromInline let cond: UnsafeMutablePointer<pthread_cond_t>
 
-    public init() {
-        self.mutex = SpindleMutex(.normal)
+    /// A condition with a mutex of its own.
+    public convenience init() { self.init(sharing: SpindleMutex(.normal)) }
+
+    /// A condition that waits on `mutex`, so several conditions can share one lock.
+    public init(sharing mutex: SpindleMutex) {
+        self.mutex = mutex
         self.cond = .allocate(capacity: 1)
         checkPthread(cshim_pthread_cond_init_monotonic(self.cond), "pthread_cond_init")
     }

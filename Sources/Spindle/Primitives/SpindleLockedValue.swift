@@ -1,24 +1,22 @@
-import Synchronization
-
 /// A value that is only reached with its lock held.
 ///
-/// Guards: `value`, by the inline `Synchronization.Mutex` (a futex word: no extra allocation, never moves).
-/// Never call user code that could re-enter the same box from inside `withLockedValue`.
-public final class SpindleLockedValue<Value: ~Copyable>: Sendable {
-    @usableFromInline let storage: Mutex<Value>
+/// Guards: `value`, by `mutex` (a pthread mutex on the heap, which ThreadSanitizer understands). Never call user
+/// code that could re-enter the same box from inside `withLockedValue`.
+public final class SpindleLockedValue<Value: ~Copyable>: @unchecked Sendable {
+    private let mutex = SpindleMutex(.normal)
+    private var storage: Value  // protected by mutex
 
-    public init(_ value: consuming sending Value) { self.storage = Mutex(value) }
+    public init(_ value: consuming Value) { self.storage = value }
 
-    /// Runs `body` with exclusive access to the value.
-    @inlinable @inline(__always)
-    public func withLockedValue<R: ~Copyable, E: Error>(_ body: (inout sending Value) throws(E) -> sending R)
-        throws(E) -> sending R
-    {
-        try self.storage.withLock(body)
+    /// Runs `body` with exclusive access to the value and returns its result.
+    public func withLockedValue<R: ~Copyable, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+        self.mutex.lock()
+        defer { self.mutex.unlock() }
+        return try body(&self.storage)
     }
 }
 
-extension SpindleLockedValue where Value: Copyable & Sendable {
+extension SpindleLockedValue where Value: Copyable {
     /// A copy of the value, read under the lock.
-    public var value: Value { self.storage.withLock { $0 } }
+    public var value: Value { self.withLockedValue { $0 } }
 }

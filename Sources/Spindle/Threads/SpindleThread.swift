@@ -9,7 +9,7 @@ import Synchronization
 ///   `tid` is published by the new thread itself and read through `tidStorage` (an atomic; 0 until known).
 /// - `lifecycle` is an atomic: `.created` → `.running` → `.exited` (forward only; set by the thread itself);
 ///   `joinState` is an atomic: `.joinable` → `.joined` (by `join()`), or `.detached` from the start.
-/// - `nameStorage` and `priorityStorage` are under their own inline locks: any thread may read or set them.
+/// - `nameStorage` and `priorityStorage` are under `fieldsLock` (inline): any thread may read or set them.
 ///
 /// Lifetime: a spawned thread keeps its `SpindleThread` alive until it exits (it is its `current`). A joinable
 /// thread must be joined; one released without `join()` is reported on standard error, counted in
@@ -23,8 +23,9 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     private let tidStorage = Atomic<Int32>(0)
     private let lifecycle = Atomic<UInt8>(Lifecycle.created.rawValue)
     private let joinState: Atomic<UInt8>
-    private let nameStorage: Mutex<String>
-    private let priorityStorage = Mutex<Double>(0.5)
+    private let fieldsLock = InlineLock()
+    private var nameValue: String  // protected by fieldsLock
+    private var priorityValue = 0.5  // protected by fieldsLock
     /// Whether this is the process's main thread.
     public let isMain: Bool
 
@@ -59,7 +60,7 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         self.joinState = Atomic(JoinState.detached.rawValue)
         self.tidStorage.store(getpid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
-        self.nameStorage = Mutex(SpindleThread.kernelName(of: pthread_self()) ?? "main")
+        self.nameValue = SpindleThread.kernelName(of: pthread_self()) ?? "main"
     }
 
     /// A thread Spindle did not create (for `current`).
@@ -69,21 +70,21 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         self.joinState = Atomic(JoinState.detached.rawValue)
         self.tidStorage.store(cshim_gettid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
-        self.nameStorage = Mutex(SpindleThread.kernelName(of: pthread_self()) ?? "")
+        self.nameValue = SpindleThread.kernelName(of: pthread_self()) ?? ""
     }
 
     private init(name: String, priority: Double, detached: Bool) {
         self.isMain = false
         self.joinState = Atomic(detached ? JoinState.detached.rawValue : JoinState.joinable.rawValue)
-        self.nameStorage = Mutex(name)
-        self.priorityStorage.withLock { $0 = priority }
+        self.nameValue = name
+        self.priorityValue = priority
     }
 
     deinit {
         let handle = self.handleStorage.load(ordering: .acquiring)
         if self.joinState.load(ordering: .acquiring) == JoinState.joinable.rawValue, handle != 0 {
             SpindleThread.unjoinedReleases.add(1, ordering: .relaxed)
-            let name = self.nameStorage.withLock { $0 }
+            let name = self.withFields { $0.name }
             writeToStandardError("Spindle: joinable thread '\(name)' released without join(); detaching it")
             _ = pthread_detach(pthread_t(handle))
         }
@@ -190,6 +191,14 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         checkPthread(pthread_join(pthread_t(self.handleStorage.load(ordering: .acquiring)), nil), "pthread_join")
     }
 
+    /// Detaches a joinable thread instead of joining it: for a thread that must let itself go (a queue worker
+    /// that performs its queue's shutdown). Does nothing if it was joined or detached already.
+    func relinquish() {
+        let (exchanged, _) = self.joinState.compareExchange(
+            expected: JoinState.joinable.rawValue, desired: JoinState.detached.rawValue, ordering: .acquiringAndReleasing)
+        if exchanged { checkPthread(pthread_detach(pthread_t(self.handleStorage.load(ordering: .acquiring))), "pthread_detach") }
+    }
+
     // MARK: - State, name and priority
 
     /// The kernel thread id (0 until the thread has started running).
@@ -204,10 +213,10 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// The thread's name as the kernel has it: at most 15 bytes, cut on a UTF-8 boundary. Readable and settable
     /// from any thread; setting it on a thread that has exited only changes the stored value.
     public var name: String {
-        get { self.nameStorage.withLock { $0 } }
+        get { self.withFields { $0.name } }
         set {
             let cut = SpindleThread.truncatedName(newValue)
-            self.nameStorage.withLock { $0 = cut }
+            self.withFields { $0.name = cut }
             var target = self.handleStorage.load(ordering: .acquiring)
             if target == 0, self.isMain, SpindleThread.isMainThread { target = UInt(pthread_self()) }
             if target != 0, !self.isFinished {
@@ -220,13 +229,13 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// The thread's scheduling priority in 0…1 (clamped); 0.5 is nice 0, 1 is nice -20, 0 is nice 19. Reads
     /// return the value last set. Setting applies the nice value to this one thread; raising priority above the
     /// process's needs CAP_SYS_NICE, and then the kernel keeps its old value (the call reports false).
-    public var priority: Double { self.priorityStorage.withLock { $0 } }
+    public var priority: Double { self.withFields { $0.priority } }
 
     /// Sets `priority` (see there). Returns whether the kernel accepted the new nice value.
     @discardableResult
     public func setPriority(_ value: Double) -> Bool {
         let clamped = SpindleThread.clampPriority(value)
-        self.priorityStorage.withLock { $0 = clamped }
+        self.withFields { $0.priority = clamped }
         let tid = self.threadID
         guard tid != 0, !self.isFinished else { return false }
         return SpindleThread.applyNice(forPriority: clamped, tid: tid)
@@ -241,6 +250,21 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     public var description: String { "SpindleThread(\(self.name), tid \(self.threadID))" }
 
     // MARK: - Helpers
+
+    private struct Fields {
+        var name: String
+        var priority: Double
+    }
+
+    private func withFields<R>(_ body: (inout Fields) -> R) -> R {
+        self.fieldsLock.lock()
+        defer { self.fieldsLock.unlock() }
+        var fields = Fields(name: self.nameValue, priority: self.priorityValue)
+        let result = body(&fields)
+        self.nameValue = fields.name
+        self.priorityValue = fields.priority
+        return result
+    }
 
     static func clampPriority(_ p: Double) -> Double { p.isNaN ? 0.5 : min(1, max(0, p)) }
 

@@ -1,0 +1,135 @@
+/// The whole observable state of an operation, packed in one 64-bit word so every read is one atomic load and
+/// every transition one compare-and-swap (Lea's `ctl`, corelibs' ordered state).
+///
+/// Layout:
+/// - bits 0–3: `Lifecycle` (ordered: "at least finishing" is a `>=` test);
+/// - bit 4: cancelled; bit 5: scheduled (the owning queue has put it in a ready bucket, or is about to);
+/// - bit 6: settled (the finish path is complete: completion block returned, dependents and queue told);
+/// - bits 32–63: unfinished dependencies that hold the operation back.
+///
+/// Lifecycle (forward only, never skipping back):
+/// - `idle`: created, in no queue. → `enqueued` (added to a queue), → `executing` (`start()` by hand, when
+///   ready), → `finishing` (`start()` by hand on a cancelled operation).
+/// - `enqueued`: owned by a queue, waiting. → `dispatching` (a worker took it from a ready bucket).
+/// - `dispatching`: a worker is about to call `start()`. → `executing`, or → `finishing` if cancelled.
+/// - `executing`: `main` runs (or a concurrent operation has not reported its end). → `finishing`.
+/// - `finishing`: `isExecuting` already false, `isFinished` not yet true. → `finished` (under the op's lock).
+/// - `finished`: terminal. `settled` is set once everything that follows finishing has happened.
+///
+/// Readiness is derived, never stored: ready = cancelled || pendingDependencies == 0.
+struct OperationState: Equatable, Sendable, CustomStringConvertible {
+    enum Lifecycle: UInt64, Comparable, Sendable {
+        case idle = 0, enqueued = 1, dispatching = 2, executing = 3, finishing = 4, finished = 5
+        static func < (a: Lifecycle, b: Lifecycle) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    static let lifecycleMask: UInt64 = 0xF
+    static let cancelledBit: UInt64 = 1 << 4
+    static let scheduledBit: UInt64 = 1 << 5
+    static let settledBit: UInt64 = 1 << 6
+    static let pendingShift: UInt64 = 32
+    static let pendingOne: UInt64 = 1 << 32
+
+    var raw: UInt64
+
+    init(raw: UInt64) { self.raw = raw }
+    static let initial = OperationState(raw: 0)
+
+    var lifecycle: Lifecycle {
+        get { Lifecycle(rawValue: self.raw & Self.lifecycleMask)! }
+        set { self.raw = (self.raw & ~Self.lifecycleMask) | newValue.rawValue }
+    }
+    var isCancelled: Bool { self.raw & Self.cancelledBit != 0 }
+    var isScheduled: Bool { self.raw & Self.scheduledBit != 0 }
+    var isSettled: Bool { self.raw & Self.settledBit != 0 }
+    var pendingDependencies: Int { Int(self.raw >> Self.pendingShift) }
+    var isReady: Bool { self.isCancelled || self.pendingDependencies == 0 }
+
+    // MARK: - Pure transitions: each returns the new state, or nil when the transition is not allowed.
+
+    /// `start()` by hand (from `idle`) or by a worker (from `dispatching`), when ready and not cancelled.
+    func beginningExecution() -> OperationState? {
+        guard self.lifecycle == .idle || self.lifecycle == .dispatching, self.isReady, !self.isCancelled else {
+            return nil
+        }
+        var next = self
+        next.lifecycle = .executing
+        return next
+    }
+
+    /// Into `finishing`: from `executing`, or from a not-yet-executing state when cancelled (finish unrun).
+    func beginningFinish() -> OperationState? {
+        switch self.lifecycle {
+        case .executing: break
+        case .idle, .dispatching: guard self.isCancelled else { return nil }
+        case .enqueued, .finishing, .finished: return nil
+        }
+        var next = self
+        next.lifecycle = .finishing
+        return next
+    }
+
+    /// `finishing` → `finished`.
+    func finished() -> OperationState? {
+        guard self.lifecycle == .finishing else { return nil }
+        var next = self
+        next.lifecycle = .finished
+        return next
+    }
+
+    /// `cancel()`: sets the bit unless finishing or finished (no effect then, nor when already cancelled).
+    func cancelling() -> OperationState? {
+        guard self.lifecycle < .finishing, !self.isCancelled else { return nil }
+        return OperationState(raw: self.raw | Self.cancelledBit)
+    }
+
+    /// Adding to a queue: `idle` → `enqueued`.
+    func enqueuing() -> OperationState? {
+        guard self.lifecycle == .idle else { return nil }
+        var next = self
+        next.lifecycle = .enqueued
+        return next
+    }
+
+    /// Undoing `enqueuing` when a batch add fails part-way: `enqueued` (never scheduled) → `idle`.
+    func dequeuingUnscheduled() -> OperationState? {
+        guard self.lifecycle == .enqueued, !self.isScheduled else { return nil }
+        var next = self
+        next.lifecycle = .idle
+        return next
+    }
+
+    /// The queue claims a ready, enqueued operation for its ready buckets (exactly once).
+    func scheduling() -> OperationState? {
+        guard self.lifecycle == .enqueued, self.isReady, !self.isScheduled else { return nil }
+        return OperationState(raw: self.raw | Self.scheduledBit)
+    }
+
+    /// A worker takes it from a bucket: `enqueued` → `dispatching`.
+    func dispatching() -> OperationState? {
+        guard self.lifecycle == .enqueued, self.isScheduled else { return nil }
+        var next = self
+        next.lifecycle = .dispatching
+        return next
+    }
+
+    /// One more unfinished dependency: only before a worker or `start()` took it, and not once scheduled (a
+    /// dependency added after the queue found it ready does not hold it back, as with Apple's queues).
+    func addingPendingDependency() -> OperationState? {
+        guard self.lifecycle <= .enqueued, !self.isScheduled else { return nil }
+        return OperationState(raw: self.raw &+ Self.pendingOne)
+    }
+
+    /// One dependency fewer (it finished, or was removed).
+    func removingPendingDependency() -> OperationState {
+        precondition(self.pendingDependencies > 0, "OperationState: pending dependency count underflow")
+        return OperationState(raw: self.raw &- Self.pendingOne)
+    }
+
+    func settling() -> OperationState { OperationState(raw: self.raw | Self.settledBit) }
+
+    var description: String {
+        "\(self.lifecycle)\(self.isCancelled ? "+cancelled" : "")\(self.isScheduled ? "+scheduled" : "")"
+            + "\(self.isSettled ? "+settled" : "") pending=\(self.pendingDependencies)"
+    }
+}

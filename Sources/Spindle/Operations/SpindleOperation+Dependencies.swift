@@ -1,0 +1,130 @@
+/// The process-wide lock that serialises edits of the dependency graph, so that cycle detection sees a graph no
+/// one else is changing. Lock order: this lock first, then (one at a time) operations' `locked`. The finish path
+/// never takes it: a finishing operation only takes its own lock.
+enum DependencyGraph {
+    static let lock = SpindleMutex(.normal)
+}
+
+extension SpindleOperation {
+    /// The operations this one waits for, in the order they were added (finished ones stay listed).
+    public final var dependencies: [SpindleOperation] { self.withLocked { $0.dependencies } }
+
+    /// Makes this operation wait until `operation` has finished (across queues too). Adding the same dependency
+    /// again does nothing. A dependency added after this operation started, or after its queue found it ready,
+    /// is listed but does not hold it back.
+    ///
+    /// - Throws: `selfDependency` for `addDependency(self)`; `dependencyCycle` (naming the operations on the
+    ///   cycle) when `operation` already waits, directly or not, for this one. Nothing changes then.
+    public final func addDependency(_ operation: SpindleOperation) throws(SpindleError) {
+        if operation === self { throw .selfDependency(name: self.displayName) }
+        try DependencyGraph.lock.withLock { () throws(SpindleError) in
+            if self.dependencyListContains(operation) { return }
+            if let cycle = self.pathOfUnfinishedDependencies(from: operation) {
+                throw .dependencyCycle(cycle: ([self] + cycle).map(\.displayName))
+            }
+            // Count it only while `operation` is unfinished, atomically with its finish (under its lock).
+            operation.withLocked { upstream in
+                guard operation.currentState.lifecycle != .finished else { return }
+                if self.addPendingDependency() { upstream.dependents.append(self) }
+            }
+            self.withLocked { l in
+                l.dependencies.append(operation)
+                if l.dependencySet != nil {
+                    l.dependencySet!.insert(ObjectIdentifier(operation))
+                } else if l.dependencies.count > 8 {
+                    l.dependencySet = Set(l.dependencies.map(ObjectIdentifier.init))
+                }
+            }
+        }
+        self.emit(.dependencies)
+        self.emit(.isReady)
+    }
+
+    /// Stops waiting for `operation`. If nothing else holds this one back it becomes ready (and its queue starts
+    /// it). Removing an operation that is not a dependency does nothing.
+    public final func removeDependency(_ operation: SpindleOperation) {
+        let released = DependencyGraph.lock.withLock { () -> Bool in
+            let listed = self.withLocked { l -> Bool in
+                guard let index = l.dependencies.firstIndex(where: { $0 === operation }) else { return false }
+                l.dependencies.remove(at: index)
+                l.dependencySet?.remove(ObjectIdentifier(operation))
+                return true
+            }
+            guard listed else { return false }
+            // If `operation` still lists us as a dependent, it has not finished: we were counted; uncount.
+            return operation.withLocked { upstream -> Bool in
+                guard let index = upstream.dependents.firstIndex(where: { $0 === self }) else { return false }
+                upstream.dependents.remove(at: index)
+                return true
+            }
+        }
+        self.emit(.dependencies)
+        if released { self.dependencyFinished() }
+    }
+
+    /// One counted dependency finished or was removed; becoming ready tells observers and the queue.
+    final func dependencyFinished() {
+        var current = self.currentState
+        while true {
+            let next = current.removingPendingDependency()
+            let (done, seen) = self.state.compareExchange(
+                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done {
+                if !current.isReady && next.isReady { self.becameReady() }
+                return
+            }
+            current = OperationState(raw: seen)
+        }
+    }
+
+    /// Counts one more pending dependency if the state allows it (see `OperationState.addingPendingDependency`).
+    private func addPendingDependency() -> Bool {
+        var current = self.currentState
+        while let next = current.addingPendingDependency() {
+            let (done, seen) = self.state.compareExchange(
+                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done { return true }
+            current = OperationState(raw: seen)
+        }
+        return false
+    }
+
+    private func dependencyListContains(_ operation: SpindleOperation) -> Bool {
+        self.withLocked { l in
+            if let set = l.dependencySet { return set.contains(ObjectIdentifier(operation)) }
+            return l.dependencies.contains { $0 === operation }
+        }
+    }
+
+    /// Whether `start` (transitively, through unfinished operations) depends on `self`; returns the path
+    /// start → … → self if so. Called under `DependencyGraph.lock`.
+    ///
+    /// Cost: nothing when `self` has no dependents or `start` has no dependencies (the common way graphs are
+    /// built: new operations depend on older ones), otherwise a depth-first search of `start`'s unfinished
+    /// ancestry only; finished operations cannot be on a live cycle and are not entered.
+    private func pathOfUnfinishedDependencies(from start: SpindleOperation) -> [SpindleOperation]? {
+        let selfHasDependents = self.withLocked { !$0.dependents.isEmpty }
+        let startHasDependencies = start.withLocked { !$0.dependencies.isEmpty }
+        guard selfHasDependents, startHasDependencies else { return nil }
+        var visited: Set<ObjectIdentifier> = [ObjectIdentifier(start)]
+        var stack: [(SpindleOperation, Int)] = [(start, 0)]
+        var path: [SpindleOperation] = [start]
+        while let (node, index) = stack.last {
+            let deps = node.withLocked { $0.dependencies }
+            if index >= deps.count {
+                stack.removeLast()
+                path.removeLast()
+                continue
+            }
+            stack[stack.count - 1].1 = index + 1
+            let next = deps[index]
+            if next === self { return path + [self] }
+            guard next.currentState.lifecycle != .finished, visited.insert(ObjectIdentifier(next)).inserted else {
+                continue
+            }
+            stack.append((next, 0))
+            path.append(next)
+        }
+        return nil
+    }
+}

@@ -1,0 +1,31 @@
+extension SpindleOperation {
+    /// For subclasses that override `start()` and drive their own state (the seeds' hand-written concurrent
+    /// operation): moves into `executing`, delivering `will`/`did isExecuting`. Returns false, doing nothing else,
+    /// when the operation was cancelled before it started — it has then been finished unrun, so `start()` should
+    /// simply return — or was already finished.
+    ///
+    /// - Throws: `operationExecuting`, `operationNotReady` or `operationEnqueued` as `start()` does.
+    /// Call it from your `start()` only (any thread).
+    @discardableResult
+    public final func beginExecuting() throws(SpindleError) -> Bool {
+        try self.enterExecution()
+    }
+
+    /// For subclasses that report their own end (concurrent operations): moves `executing` → finished, delivering
+    /// `will/did isExecuting` then `will/did isFinished`, then runs the completion block, readies dependents,
+    /// tells the queue and releases waiters. A cancelled operation that never began executing may also be
+    /// finished this way. Callable from any thread, once.
+    ///
+    /// - Parameter error: kept in `error` (nil for success).
+    /// - Throws: `operationAlreadyFinished` on a second call; `operationNotExecuting` if it neither began executing
+    ///   nor was cancelled. Nothing changes then.
+    public final func finish(throwing error: (any Error)? = nil) throws(SpindleError) {
+        let s = self.currentState
+        if s.lifecycle >= .finishing { throw .operationAlreadyFinished(name: self.displayName) }
+        if s.beginningFinish() == nil { throw .operationNotExecuting(name: self.displayName) }
+        if !self.completeExecution(error: error) {
+            // Lost a race with another finishing call.
+            throw .operationAlreadyFinished(name: self.displayName)
+        }
+    }
+}

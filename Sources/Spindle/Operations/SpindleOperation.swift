@@ -1,0 +1,351 @@
+import Synchronization
+
+/// A unit of work with a state machine, dependencies, a priority and a completion block (NSOperation's role).
+///
+/// Subclass it and override `main()` for a synchronous operation; subclass `SpindleConcurrentOperation` for one
+/// whose work ends later on another thread; or use `SpindleBlockOperation` / `SpindleInvocationOperation`.
+///
+/// State machine: see `OperationState` (idle → [enqueued → dispatching →] executing → finishing → finished, plus
+/// the cancelled bit and counted readiness). All reads (`isReady`, `isExecuting`, `isFinished`, `isCancelled`) are
+/// one lock-free atomic load of `state`.
+///
+/// Guards:
+/// - `state`: atomic; transitions by compare-and-swap. `finishing → finished` additionally happens under `locked`
+///   so that a dependency added concurrently sees either "not finished" (and is counted) or "finished".
+/// - `lockWord` (an `InlineLock`, no allocation) guards `lockedState`: dependencies, dependents, observers and pending events, completion
+///   block, waiters, error, name, owning queue, thread priority.
+/// - queue links (`bucketNext`, `bucketPrev`, `bucketLevel`, `memberNext`, `memberPrev`, `isBarrier`,
+///   `queuePriorityRaw` reads by the queue): guarded by the owning queue's lock (`QueueCore.condition`).
+/// - `hasObservers`: atomic hint; the truth is `locked.observers`.
+///
+/// Lock order: `DependencyGraph.lock` → a queue's lock → an operation's `locked`. Never two operations' `locked` at
+/// once. No user code (`main`, completion blocks, observers) ever runs under any of these.
+open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
+    // MARK: Stored state
+    let state = Atomic<UInt64>(0)
+    let hasObservers = Atomic<Bool>(false)
+    let lockWord = InlineLock()
+    var lockedState = Locked()  // protected by lockWord: reach it only through `withLocked`
+
+    // Owned by the queue (under its lock): intrusive links, so enqueueing allocates nothing.
+    var bucketNext: SpindleOperation?
+    unowned(unsafe) var bucketPrev: SpindleOperation?
+    var bucketLevel: Int8 = -1
+    var memberNext: SpindleOperation?
+    unowned(unsafe) var memberPrev: SpindleOperation?
+    var isBarrier = false
+    var isHeld = false
+    let priorityStorage = Atomic<Int>(0)
+    let threadPriorityStorage = Atomic<UInt64>((0.5).bitPattern)
+
+    struct Locked {
+        var name: String? = nil
+        var dependencies: [SpindleOperation] = []
+        var dependencySet: Set<ObjectIdentifier>? = nil  // built once dependencies grow past a few
+        var dependents: [SpindleOperation] = []
+        var completionBlock: (@Sendable () -> Void)? = nil
+        var waiters: [SpindleSemaphore] = []
+        var error: (any Error)? = nil
+        var queue: SpindleOperationQueue? = nil
+        var observation = ObservationState()
+    }
+
+    public init() {}
+
+    /// Runs `body` with the operation's lock held, on its lock-protected state. Never calls user code inside.
+    @inline(__always)
+    final func withLocked<R, E: Error>(_ body: (inout Locked) throws(E) -> R) throws(E) -> R {
+        self.lockWord.lock()
+        defer { self.lockWord.unlock() }
+        return try body(&self.lockedState)
+    }
+
+    // MARK: - State (lock-free reads)
+
+    @inline(__always) var currentState: OperationState { OperationState(raw: self.state.load(ordering: .acquiring)) }
+
+    /// Whether it may start: no unfinished dependency holds it back, or it was cancelled. Finished ones are ready.
+    public final var isReady: Bool { self.currentState.isReady }
+    /// Whether `main` (or a concurrent operation's work) is running.
+    public final var isExecuting: Bool { self.currentState.lifecycle == .executing }
+    /// Whether it has finished (by running or by being cancelled). Never reverts.
+    public final var isFinished: Bool { self.currentState.lifecycle == .finished }
+    /// Whether `cancel()` was called before it began finishing.
+    public final var isCancelled: Bool { self.currentState.isCancelled }
+    /// Whether its work ends after `start()` returns (concurrent operations). Plain operations: false.
+    open var isAsynchronous: Bool { false }
+
+    /// A name for diagnostics and errors; nil by default. Thread-safe.
+    public final var name: String? {
+        get { self.withLocked { $0.name } }
+        set { self.withLocked { $0.name = newValue } }
+    }
+
+    /// The name, or a stable default built from the object's address.
+    public final var displayName: String {
+        self.name ?? "\(type(of: self))@0x\(String(UInt(bitPattern: ObjectIdentifier(self).hashValue), radix: 16))"
+    }
+
+    /// The error `main` threw, if any (also set by `finish(throwing:)`).
+    public final var error: (any Error)? { self.withLocked { $0.error } }
+
+    open var description: String { "\(self.displayName) [\(self.currentState)]" }
+
+    // MARK: - Priorities
+
+    /// Where it stands among ready operations in its queue. Changing it while it waits takes effect at once.
+    public final var queuePriority: QueuePriority {
+        get { QueuePriority.rounding(self.priorityStorage.load(ordering: .relaxed)) }
+        set {
+            let old = self.priorityStorage.exchange(newValue.rawValue, ordering: .relaxed)
+            guard old != newValue.rawValue else { return }
+            self.emit(.queuePriority)
+            self.withLocked { $0.queue }?.core.priorityChanged(self)
+        }
+    }
+
+    /// The thread priority (0…1, clamped; default 0.5) applied to the thread running `main`, then restored.
+    public final var threadPriority: Double {
+        get { Double(bitPattern: self.threadPriorityStorage.load(ordering: .relaxed)) }
+        set { self.threadPriorityStorage.store(SpindleThread.clampPriority(newValue).bitPattern, ordering: .relaxed) }
+    }
+
+    // MARK: - Completion block
+
+    /// Runs exactly once after the operation finished (also when cancelled), on the finishing thread, outside
+    /// every lock; `waitUntilFinished` and dependents wait for it to return. Reads nil once it has started.
+    public final var completionBlock: (@Sendable () -> Void)? {
+        get { self.withLocked { $0.completionBlock } }
+        set { self.withLocked { $0.completionBlock = newValue } }
+    }
+
+    // MARK: - Running
+
+    /// The work. Override it; the default does nothing. Thrown errors are kept in `error`; the operation finishes.
+    /// Check `isCancelled` now and then to stop early.
+    open func main() throws {}
+
+    /// Runs the operation on the calling thread: `main` once, then finishes. A cancelled operation finishes without
+    /// running `main`. A finished one: nothing happens.
+    ///
+    /// - Throws: `operationExecuting` if it is already running, `operationNotReady` if a dependency has not
+    ///   finished, `operationEnqueued` if a queue owns it (the queue starts it). Nothing changes then.
+    open func start() throws {
+        guard try self.enterExecution() else { return }
+        self.runMainOnThisThread()
+        self.completeExecution(error: nil)
+    }
+
+    /// The default `start` path, minus the final `completeExecution`: runs `main` with the thread priority and the
+    /// current-operation marker set, and records a thrown error.
+    final func runMainOnThisThread() {
+        let context = ThreadContext.current
+        let previous = context.operation
+        context.operation = self
+        let wanted = self.threadPriority
+        var restore: Double? = nil
+        if wanted != 0.5 || SpindleThread.current.priority != 0.5 {
+            let thread = SpindleThread.current
+            if thread.priority != wanted {
+                restore = thread.priority
+                thread.setPriority(wanted)
+            }
+        }
+        do {
+            try self.main()
+        } catch {
+            self.withLocked { $0.error = error }
+        }
+        if let restore { SpindleThread.current.setPriority(restore) }
+        context.operation = previous
+    }
+
+    /// Moves into `executing` (emitting the isExecuting change) and returns true; or, if cancelled before it ran,
+    /// finishes it unrun and returns false; or returns false if already finished.
+    /// - Throws: as `start()`.
+    final func enterExecution() throws(SpindleError) -> Bool {
+        var current = self.currentState
+        while true {
+            switch current.lifecycle {
+            case .finished, .finishing: return false
+            case .executing: throw .operationExecuting(name: self.displayName)
+            case .enqueued: throw .operationEnqueued(name: self.displayName)
+            case .idle, .dispatching: break
+            }
+            if current.isCancelled {
+                self.completeExecution(error: nil)
+                return false
+            }
+            guard let next = current.beginningExecution() else { throw .operationNotReady(name: self.displayName) }
+            if self.hasObservers.load(ordering: .relaxed) { self.emitWill(.isExecuting) }
+            let (done, seen) = self.state.compareExchange(
+                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done {
+                if self.hasObservers.load(ordering: .relaxed) { self.emitDid(.isExecuting) }
+                return true
+            }
+            current = OperationState(raw: seen)
+        }
+    }
+
+    /// The one finish path: executing (or cancelled and unstarted) → finishing → finished, then the completion
+    /// block, dependents, the owning queue and finally the waiters, in that order. Returns false (doing nothing) if
+    /// another call got there first.
+    @discardableResult
+    final func completeExecution(error: (any Error)?) -> Bool {
+        var current = self.currentState
+        let observed = self.hasObservers.load(ordering: .relaxed)
+        let wasExecuting = current.lifecycle == .executing
+        if observed {
+            if wasExecuting { self.emitWill(.isExecuting) }
+            self.emitWill(.isFinished)
+        }
+        while true {
+            guard let next = current.beginningFinish() else { return false }
+            let (done, seen) = self.state.compareExchange(
+                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done { break }
+            current = OperationState(raw: seen)
+        }
+        if observed && wasExecuting { self.emitDid(.isExecuting) }
+        // finishing → finished under the lock; take everything the rest of the path needs.
+        let (completion, dependents, queue, drain) = self.withLocked { l in
+            if let error { l.error = error }
+            var s = self.currentState
+            while true {
+                let (done, seen) = self.state.compareExchange(
+                    expected: s.raw, desired: s.finished()!.raw, ordering: .acquiringAndReleasing)
+                if done { break }
+                s = OperationState(raw: seen)
+            }
+            // Appended under the same lock that made it finished: observers registered later get it from `observe`.
+            let drain = l.observation.append(Change(phase: .did, key: .isFinished))
+            let result = (l.completionBlock, l.dependents, l.queue, drain)
+            l.completionBlock = nil
+            l.dependents = []
+            l.queue = nil
+            return result
+        }
+        if drain { self.drainObservations() }
+        completion?()
+        for dependent in dependents { dependent.dependencyFinished() }
+        queue?.core.operationDidFinish(self)
+        let waiters = self.withLocked { l in
+            self.state.bitwiseOr(OperationState.settledBit, ordering: .releasing)
+            let w = l.waiters
+            l.waiters = []
+            return w
+        }
+        for waiter in waiters { waiter.signal() }
+        return true
+    }
+
+    // MARK: - Cancelling
+
+    /// Asks it to stop: sets `isCancelled` (no effect once finishing or finished). Not-yet-started operations
+    /// become ready at once and will finish without running `main`; a running `main` should notice and return.
+    open func cancel() {
+        var current = self.currentState
+        while true {
+            guard let next = current.cancelling() else { return }
+            let (done, seen) = self.state.compareExchange(
+                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done {
+                if self.hasObservers.load(ordering: .relaxed) {
+                    self.emitWill(.isCancelled)
+                    self.emitDid(.isCancelled)
+                }
+                if !current.isReady { self.becameReady() }
+                return
+            }
+            current = OperationState(raw: seen)
+        }
+    }
+
+    /// Called when readiness went from false to true: tell observers, then the queue if one owns it.
+    final func becameReady() {
+        if self.hasObservers.load(ordering: .relaxed) {
+            self.emitWill(.isReady)
+            self.emitDid(.isReady)
+        }
+        self.scheduleIfEnqueued()
+    }
+
+    /// If a queue owns it and it is ready, claims the "scheduled" bit (exactly once) and hands it to the queue.
+    final func scheduleIfEnqueued() {
+        var current = self.currentState
+        while let next = current.scheduling() {
+            let (done, seen) = self.state.compareExchange(
+                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done {
+                let queue = self.withLocked { $0.queue }
+                queue!.core.scheduleReady(self)
+                return
+            }
+            current = OperationState(raw: seen)
+        }
+    }
+
+    // MARK: - Waiting
+
+    /// Blocks until it has finished and everything after (completion block, dependents, its queue) is done.
+    /// - Throws: `waitOnSelf` when called from its own `main`.
+    public final func waitUntilFinished() throws(SpindleError) {
+        _ = try self.waitUntilFinished(until: .distantFuture)
+    }
+
+    /// As `waitUntilFinished()`, giving up after `timeout`; returns whether it finished. Zero or negative polls.
+    public final func waitUntilFinished(timeout: Duration) throws(SpindleError) -> Bool {
+        try self.waitUntilFinished(until: .after(timeout))
+    }
+
+    /// As `waitUntilFinished()`, giving up at `deadline`; returns whether it finished.
+    public final func waitUntilFinished(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
+        if self.currentState.isSettled { return true }
+        if ThreadContext.current.operation === self { throw .waitOnSelf(name: self.displayName) }
+        let semaphore = try! SpindleSemaphore(value: 0)
+        let registered = self.withLocked { l -> Bool in
+            if self.currentState.isSettled { return false }
+            l.waiters.append(semaphore)
+            return true
+        }
+        if !registered { return true }
+        if semaphore.wait(until: deadline) { return true }
+        // Timed out: withdraw, unless the finish path already took us (then its signal is on its way).
+        let withdrawn = self.withLocked { l -> Bool in
+            guard let index = l.waiters.firstIndex(where: { $0 === semaphore }) else { return false }
+            l.waiters.remove(at: index)
+            return true
+        }
+        if withdrawn { return false }
+        semaphore.wait()
+        return true
+    }
+
+    // MARK: - Running by hand (the seeds' performOperation:)
+
+    /// Runs an operation by hand the way the seeds' `performOperation:` does: a ready, uncancelled operation is
+    /// started on this thread if synchronous, or on a new detached thread if asynchronous; a cancelled one is
+    /// finished unrun. Returns whether it was run (or finished) — false when it is not ready or already running.
+    @discardableResult
+    public static func perform(_ operation: SpindleOperation) -> Bool {
+        let s = operation.currentState
+        guard s.lifecycle == .idle, s.isReady else { return false }
+        if s.isCancelled {
+            return operation.completeExecution(error: nil)
+        }
+        if !operation.isAsynchronous {
+            do { try operation.start() } catch { return false }
+            return true
+        }
+        do {
+            try SpindleThread.detach(name: operation.name ?? "spindle-perform") { try? operation.start() }
+        } catch {
+            return false
+        }
+        return true
+    }
+
+    /// The operation whose `main` is running on the calling thread, if any.
+    public static var current: SpindleOperation? { ThreadContext.current.operation }
+}

@@ -1,0 +1,253 @@
+import Synchronization
+
+/// Runs operations on a fixed pool of pthreads it owns (NSOperationQueue's role).
+///
+/// - Width: `maxConcurrentOperationCount` operations run at once, each on its own thread, even if they block
+///   (threads are created as needed, up to the width, and kept). Default: the CPUs this process may use.
+/// - Order: only ready operations take a slot; among them highest `queuePriority` first, first-in first-out
+///   within a level. Dependencies (also on other queues) beat priority.
+/// - Lifetime: every operation added retains the queue until it finishes, so a queue released with work pending
+///   finishes that work, then frees itself; its threads exit and are joined.
+///
+/// All methods may be called from any thread. State lives in `QueueCore` (see there for guards, lock order and
+/// the state machine); this handle only holds it.
+public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The `maxConcurrentOperationCount` meaning "as many as the CPUs this process may use".
+    public static let defaultMaxConcurrentOperationCount = -1
+
+    private static let counter = Atomic<Int>(0)
+    let core: QueueCore
+
+    /// A queue. - Parameters: `name` (default "SpindleOperationQueue N"); `maxConcurrentOperationCount`.
+    /// - Throws: `invalidConcurrencyLimit` for a negative width other than the default sentinel.
+    public init(name: String? = nil,
+                maxConcurrentOperationCount: Int = SpindleOperationQueue.defaultMaxConcurrentOperationCount)
+        throws(SpindleError)
+    {
+        guard maxConcurrentOperationCount >= -1 else { throw .invalidConcurrencyLimit(maxConcurrentOperationCount) }
+        let n = SpindleOperationQueue.counter.add(1, ordering: .relaxed).newValue
+        self.core = QueueCore(name: name ?? "SpindleOperationQueue \(n)", limit: maxConcurrentOperationCount)
+        self.core.handle = self  // before any worker exists
+    }
+
+    deinit {
+        self.core.shutdown()
+    }
+
+    // MARK: - Adding work
+
+    /// Adds one operation. The queue starts it on a worker thread once it is ready and a slot is free.
+    /// - Throws: `operationAlreadyInQueue` (this queue or another), `operationExecuting`, `operationFinished`.
+    ///   The queue and the operation are unchanged then.
+    public func addOperation(_ operation: SpindleOperation) throws(SpindleError) {
+        // The hot path: no array, no closure; one lock, two compare-and-swaps, at most one wakeup.
+        let core = self.core
+        core.lock.lock()
+        if let error = self.claim(operation) {
+            core.lock.unlock()
+            throw error
+        }
+        core.admitLocked(operation)
+        core.scheduleIfReadyLocked(operation)
+        let action = core.wakeOrSpawnLocked()
+        core.lock.unlock()
+        core.perform(action)
+    }
+
+    /// Adds several operations, all or none: if any cannot be added (see `addOperation`, or it appears twice),
+    /// none is and the error names it. Within the batch, priority order holds (all are linked before any runs).
+    /// With `waitUntilFinished`, returns once these operations (not the whole queue) have finished.
+    /// - Throws: as `addOperation`, `duplicateInBatch`, or `waitOnSelf` when waiting from one of these
+    ///   operations.
+    public func addOperations(_ operations: [SpindleOperation], waitUntilFinished: Bool = false) throws(SpindleError) {
+        if operations.count > 1 {
+            var seen = Set<ObjectIdentifier>()
+            for op in operations where !seen.insert(ObjectIdentifier(op)).inserted {
+                throw .duplicateInBatch(name: op.displayName)
+            }
+        }
+        let core = self.core
+        core.lock.lock()
+        var claimed = 0
+        var failure: SpindleError? = nil
+        for op in operations {
+            if let error = self.claim(op) {
+                failure = error
+                break
+            }
+            claimed += 1
+        }
+        if let failure {
+            for op in operations[0..<claimed] { self.unclaim(op) }
+            core.lock.unlock()
+            throw failure
+        }
+        for op in operations { core.admitLocked(op) }
+        for op in operations { core.scheduleIfReadyLocked(op) }
+        let actions = core.collectWakeActionsLocked()
+        core.lock.unlock()
+        for action in actions { core.perform(action) }
+        if waitUntilFinished {
+            for op in operations { try op.waitUntilFinished() }
+        }
+    }
+
+    /// `idle` → `enqueued`, with this queue recorded, atomically under the operation's lock (so a thread that
+    /// sees it enqueued also sees its queue). Returns the error if the operation cannot be added.
+    private func claim(_ op: SpindleOperation) -> SpindleError? {
+        op.withLocked { l -> SpindleError? in
+            var s = op.currentState
+            while true {
+                guard let next = s.enqueuing() else {
+                    switch s.lifecycle {
+                    case .enqueued, .dispatching: return .operationAlreadyInQueue(name: l.name ?? op.displayName)
+                    case .executing: return .operationExecuting(name: l.name ?? op.displayName)
+                    default: return .operationFinished(name: l.name ?? op.displayName)
+                    }
+                }
+                let (done, seen) = op.state.compareExchange(
+                    expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+                if done { break }
+                s = OperationState(raw: seen)
+            }
+            l.queue = self
+            return nil
+        }
+    }
+
+    private func unclaim(_ op: SpindleOperation) {
+        op.withLocked { l in
+            var s = op.currentState
+            while let next = s.dequeuingUnscheduled() {
+                let (done, seen) = op.state.compareExchange(
+                    expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+                if done { break }
+                s = OperationState(raw: seen)
+            }
+            l.queue = nil
+        }
+    }
+
+    /// Adds a block, wrapped in a `SpindleBlockOperation`, and returns that operation.
+    @discardableResult
+    public func addOperation(_ block: @escaping @Sendable () -> Void) -> SpindleBlockOperation {
+        let op = SpindleBlockOperation(block)
+        try! self.addOperation(op)  // a new operation can always be added
+        return op
+    }
+
+    /// Adds a barrier: `block` runs after every operation added before it has finished, alone, and operations
+    /// added after it start only once it has returned. Barriers are not listed in `operations`.
+    public func addBarrierBlock(_ block: @escaping @Sendable () -> Void) {
+        let op = SpindleBlockOperation(block)
+        op.isBarrier = true
+        op.name = "barrier"
+        try! self.addOperation(op)  // a new operation can always be added
+    }
+
+    // MARK: - Settings
+
+    /// The queue's name (default "SpindleOperationQueue N"). Thread-safe.
+    public var name: String {
+        get { self.core.lock.withLock { self.core.name } }
+        set { self.core.lock.withLock { self.core.name = newValue } }
+    }
+
+    /// How many operations may run at once; `defaultMaxConcurrentOperationCount` (-1) means the CPU count.
+    public var maxConcurrentOperationCount: Int { self.core.lock.withLock { self.core.requestedLimit } }
+
+    /// Changes the width; takes effect at once (raising it starts waiting operations right away; lowering it
+    /// lets running ones finish). 0 starts nothing.
+    /// - Throws: `invalidConcurrencyLimit` for a negative value other than -1; nothing changes then.
+    public func setMaxConcurrentOperationCount(_ value: Int) throws(SpindleError) {
+        guard value >= -1 else { throw .invalidConcurrencyLimit(value) }
+        let core = self.core
+        let actions = core.lock.withLock { () -> [QueueCore.WakeAction] in
+            core.requestedLimit = value
+            core.limit = QueueCore.resolve(value)
+            return core.collectWakeActionsLocked()
+        }
+        for action in actions { core.perform(action) }
+    }
+
+    /// Whether the queue starts nothing new (running operations go on). Setting false starts waiting work.
+    public var isSuspended: Bool {
+        get { self.core.lock.withLock { self.core.suspended } }
+        set {
+            let core = self.core
+            let actions = core.lock.withLock { () -> [QueueCore.WakeAction] in
+                core.suspended = newValue
+                return newValue ? [] : core.collectWakeActionsLocked()
+            }
+            for action in actions { core.perform(action) }
+        }
+    }
+
+    // MARK: - Inspecting
+
+    /// The operations added and not yet finished, in the order they were added (barriers excluded).
+    public var operations: [SpindleOperation] {
+        self.core.lock.withLock {
+            var list: [SpindleOperation] = []
+            list.reserveCapacity(self.core.memberCount - self.core.barrierCount)
+            var node = self.core.memberHead
+            while let op = node {
+                if !op.isBarrier && !op.isFinished { list.append(op) }
+                node = op.memberNext
+            }
+            return list
+        }
+    }
+
+    /// How many operations are in the queue and not finished (barriers excluded). O(1).
+    public var operationCount: Int { self.core.lock.withLock { self.core.memberCount - self.core.barrierCount } }
+
+    /// The queue whose worker is running the calling thread's current operation, if any.
+    public static var current: SpindleOperationQueue? { ThreadContext.current.queue }
+
+    // MARK: - Cancelling and waiting
+
+    /// Cancels every operation in the queue (waiting and running). None is removed at once: waiting ones are
+    /// started in turn and finish without running `main`; their completion blocks run.
+    public func cancelAllOperations() {
+        let members: [SpindleOperation] = self.core.lock.withLock {
+            var list: [SpindleOperation] = []
+            list.reserveCapacity(self.core.memberCount)
+            var node = self.core.memberHead
+            while let op = node {
+                list.append(op)
+                node = op.memberNext
+            }
+            return list
+        }
+        for op in members { op.cancel() }
+    }
+
+    /// Blocks until the queue has no operations (including ones added while waiting).
+    /// - Throws: `waitOnOwnQueue` when called from one of this queue's operations.
+    public func waitUntilAllOperationsAreFinished() throws(SpindleError) {
+        _ = try self.waitUntilAllOperationsAreFinished(until: .distantFuture)
+    }
+
+    /// As `waitUntilAllOperationsAreFinished()`, giving up after `timeout`; returns whether the queue drained.
+    public func waitUntilAllOperationsAreFinished(timeout: Duration) throws(SpindleError) -> Bool {
+        try self.waitUntilAllOperationsAreFinished(until: .after(timeout))
+    }
+
+    /// As `waitUntilAllOperationsAreFinished()`, giving up at `deadline`; returns whether the queue drained.
+    public func waitUntilAllOperationsAreFinished(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
+        let context = ThreadContext.current
+        if context.queue === self || context.operation?.withLocked({ $0.queue }) === self {
+            throw .waitOnOwnQueue(name: self.name)
+        }
+        let core = self.core
+        core.lock.lock()
+        defer { core.lock.unlock() }
+        return core.drained.wait(until: deadline) { core.memberCount > 0 }
+    }
+
+    public var description: String { "SpindleOperationQueue(\(self.name))" }
+
+    /// The queue's settings and counts, and each waiting operation with what it waits on.
+    public var debugDescription: String { self.core.debugSummary() }
+}

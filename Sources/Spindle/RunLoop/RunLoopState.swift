@@ -1,0 +1,167 @@
+/// A block waiting to run on a run loop (`SpindleRunLoop.perform`).
+struct RunLoopPerform: Sendable {
+    /// The modes it may run in (`.common` stands for the loop's common modes).
+    let modes: [SpindleRunLoop.Mode]
+    /// Lower orders run first within one pass; equal orders run first in, first out.
+    let order: Int
+    /// Arrival order.
+    let sequence: UInt64
+    /// The work.
+    let block: @Sendable () -> Void
+}
+
+/// What one mode of a run loop serves. Keyed by the mode the user named (`.common` has its own table).
+struct RunLoopModeTable {
+    var ports: [ObjectIdentifier: any RunLoopPortEntry] = [:]
+    var sources: [ObjectIdentifier: SpindleDescriptorSource] = [:]
+    /// Timers scheduled in this mode; the heap holds their firings (stale ones too, see `RunLoopTimerEntry`).
+    var timers: [ObjectIdentifier: SpindleTimer] = [:]
+    var heap = RunLoopTimerHeap()
+
+    /// Whether anything is registered here.
+    var hasSources: Bool { !self.ports.isEmpty || !self.sources.isEmpty || !self.timers.isEmpty }
+
+    /// Whether a heap entry still stands for a live firing of a timer in this mode.
+    func isLive(_ entry: RunLoopTimerEntry) -> Bool {
+        self.timers[ObjectIdentifier(entry.timer)] != nil && entry.timer.loopGeneration() == entry.generation
+    }
+}
+
+/// What the loop thread does in one pass, decided under the loop's lock and carried out after unlocking.
+struct RunLoopPassPlan: Sendable {
+    /// Timers that came due, in firing order, already rescheduled (repeating) or invalidated (one-shot).
+    var timers: [SpindleTimer] = []
+    var performs: [RunLoopPerform] = []
+    var ports: [any RunLoopPortEntry] = []
+    /// Invalidated ports whose remaining messages and invalidation handler are still to run.
+    var retiring: [any RunLoopPortEntry] = []
+    var sources: [SpindleDescriptorSource] = []
+    /// The next timer firing after this pass, in CLOCK_MONOTONIC nanoseconds.
+    var nextFire: UInt64?
+}
+
+/// All mutable state of one `SpindleRunLoop`; lives in the loop's `RunLoopLock` and is only touched with it held.
+/// The lock order is: this lock, then a timer's, port's or descriptor source's own lock (never the reverse).
+struct RunLoopState {
+    var commonModes: Set<SpindleRunLoop.Mode> = [.default]
+    var tables: [SpindleRunLoop.Mode: RunLoopModeTable] = [:]
+    var performs: [RunLoopPerform] = []
+    var retiringPorts: [any RunLoopPortEntry] = []
+    /// The modes being run, innermost last (runs nest when a callout runs the loop again).
+    var modeStack: [SpindleRunLoop.Mode] = []
+    /// Set by `stop()`, cleared by the run that observes it (a stop is never lost: a stop while the loop is not
+    /// running makes its next run return at once).
+    var stopRequested = false
+    var nextSequence: UInt64 = 0
+
+    mutating func takeSequence() -> UInt64 {
+        defer { self.nextSequence &+= 1 }
+        return self.nextSequence
+    }
+
+    /// The tables running `mode` serves: its own, and `.common`'s when `mode` is a common mode.
+    func servedKeys(for mode: SpindleRunLoop.Mode) -> [SpindleRunLoop.Mode] {
+        if mode != .common, self.commonModes.contains(mode) { return [mode, .common] }
+        return [mode]
+    }
+
+    /// Whether `perform` may run while `mode` is run.
+    func allows(_ perform: RunLoopPerform, in mode: SpindleRunLoop.Mode) -> Bool {
+        perform.modes.contains(mode) || (perform.modes.contains(.common) && self.commonModes.contains(mode))
+    }
+
+    /// Whether running `mode` has anything to wait for: sources, timers, performs or ports still retiring.
+    func hasWork(for mode: SpindleRunLoop.Mode) -> Bool {
+        if !self.retiringPorts.isEmpty { return true }
+        for key in self.servedKeys(for: mode) where self.tables[key]?.hasSources == true { return true }
+        return self.performs.contains { self.allows($0, in: mode) }
+    }
+
+    /// The next live timer firing for `mode`, dropping stale heap tops on the way.
+    mutating func nextFire(for mode: SpindleRunLoop.Mode) -> UInt64? {
+        var earliest: UInt64?
+        for key in self.servedKeys(for: mode) {
+            guard self.tables[key] != nil else { continue }
+            while let top = self.tables[key]!.heap.first, !self.tables[key]!.isLive(top) {
+                self.tables[key]!.heap.popFirst()
+            }
+            if let top = self.tables[key]!.heap.first {
+                earliest = min(earliest ?? .max, top.fireNanoseconds)
+            }
+        }
+        return earliest
+    }
+
+    /// Pops the timers of `mode` due at `now`, reschedules repeating ones, retires one-shot ones, and returns
+    /// them in firing order (each timer once, even when it is due in two served tables).
+    mutating func takeDueTimers(for mode: SpindleRunLoop.Mode, now: UInt64) -> [SpindleTimer] {
+        var due: [RunLoopTimerEntry] = []
+        var seen = Set<ObjectIdentifier>()
+        for key in self.servedKeys(for: mode) {
+            guard self.tables[key] != nil else { continue }
+            while let top = self.tables[key]!.heap.first, top.fireNanoseconds <= now {
+                self.tables[key]!.heap.popFirst()
+                if self.tables[key]!.isLive(top), seen.insert(ObjectIdentifier(top.timer)).inserted {
+                    due.append(top)
+                }
+            }
+        }
+        due.sort { $0.precedes($1) }
+        var fired: [SpindleTimer] = []
+        for entry in due {
+            switch entry.timer.loopDidFire(entry, now: now) {
+            case .stale:
+                continue
+            case .rescheduled(let next, let modes):
+                for key in modes { self.tables[key]?.heap.push(next) }
+            case .finished(let modes):
+                for key in modes { self.removeTimer(entry.timer, from: key) }
+            }
+            fired.append(entry.timer)
+        }
+        return fired
+    }
+
+    /// Removes `timer` from the table of `mode`, compacting the heap when stale entries pile up.
+    mutating func removeTimer(_ timer: SpindleTimer, from mode: SpindleRunLoop.Mode) {
+        guard self.tables[mode] != nil else { return }
+        self.tables[mode]!.timers[ObjectIdentifier(timer)] = nil
+        let table = self.tables[mode]!
+        if table.heap.count > 2 * table.timers.count + 64 {
+            self.tables[mode]!.heap.compact { table.isLive($0) }
+        }
+    }
+
+    /// Decides one pass of running `mode` at `now` (see `RunLoopPassPlan`). `inService` lists the ports and
+    /// sources whose callouts are under way further up the loop thread's stack: they are skipped, so a nested
+    /// run never delivers a port's messages out of order or re-enters a handler.
+    mutating func makePlan(for mode: SpindleRunLoop.Mode, now: UInt64,
+                           inService: Set<ObjectIdentifier>) -> RunLoopPassPlan {
+        var plan = RunLoopPassPlan()
+        plan.timers = self.takeDueTimers(for: mode, now: now)
+        var kept: [RunLoopPerform] = []
+        for perform in self.performs {
+            if self.allows(perform, in: mode) { plan.performs.append(perform) } else { kept.append(perform) }
+        }
+        self.performs = kept
+        plan.performs.sort { ($0.order, $0.sequence) < ($1.order, $1.sequence) }
+        var seenPorts = Set<ObjectIdentifier>()
+        var seenSources = Set<ObjectIdentifier>()
+        for key in self.servedKeys(for: mode) {
+            guard let table = self.tables[key] else { continue }
+            for (id, port) in table.ports where !inService.contains(id) && seenPorts.insert(id).inserted {
+                plan.ports.append(port)
+            }
+            for (id, source) in table.sources where !inService.contains(id) && seenSources.insert(id).inserted {
+                plan.sources.append(source)
+            }
+        }
+        var stillRetiring: [any RunLoopPortEntry] = []
+        for port in self.retiringPorts {
+            if inService.contains(ObjectIdentifier(port)) { stillRetiring.append(port) } else { plan.retiring.append(port) }
+        }
+        self.retiringPorts = stillRetiring
+        plan.nextFire = self.nextFire(for: mode)
+        return plan
+    }
+}

@@ -1,0 +1,169 @@
+/// What a run loop needs from a port, whatever its message type. The `loop…` methods marked "loop lock" are
+/// called with the owning loop's lock held (lock order: loop, then port); the others on the loop's thread with
+/// no lock held.
+protocol RunLoopPortEntry: AnyObject, Sendable {
+    /// Loop lock. Joins `mode` of `loop`.
+    func loopAttach(_ loop: SpindleRunLoop, mode: SpindleRunLoop.Mode) -> RunLoopAttachResult
+    /// Loop lock. Leaves `mode`; returns whether it was scheduled there. Leaving the last mode unschedules.
+    func loopDetach(from mode: SpindleRunLoop.Mode) -> Bool
+    /// Loop lock. Leaves every mode (after invalidation); returns the modes it was in.
+    func loopDetachAll() -> Set<SpindleRunLoop.Mode>
+    /// Loop thread. Delivers every message accepted so far; returns whether there was one.
+    func loopDeliverPending() -> Bool
+    /// Loop thread. Delivers the messages accepted before invalidation, then calls the invalidation handler.
+    func loopFinishInvalidation()
+}
+
+/// What `loopAttach` did.
+enum RunLoopAttachResult { case added, alreadyInMode, invalidated }
+
+/// A port: any thread sends typed messages, and a handler receives them on the thread of the run loop the port
+/// is scheduled on (NSPort/CFMessagePort's role within one process).
+///
+/// Delivery: each accepted message is delivered exactly once, in the order `send` accepted it (so in order per
+/// sender), on the loop's thread, never under a Spindle lock. Messages sent while the port is not scheduled wait
+/// until it is. Nested runs of the loop from inside the handler do not deliver this port's messages.
+///
+/// Invalidation: `invalidate()` from any thread. From then on `send` throws `SpindleError.portInvalidated`.
+/// Messages accepted *before* invalidation are still delivered, then the invalidation handler runs once:
+/// - port scheduled on a live run loop: both happen on the loop's thread, at its next pass in any mode (the
+///   port leaves every mode at once; `invalidate()` wakes the loop);
+/// - port not scheduled (or its loop's thread has exited): the handler runs on the invalidating thread before
+///   `invalidate()` returns, and the undeliverable pending messages are discarded.
+///
+/// A port is on at most one run loop at a time (scheduling it on a second live loop traps).
+///
+/// Guards: `name`, `handler`, `invalidationHandler` are immutable; the rest is in `state`, under the port's lock.
+/// Lock order: the owning loop's lock, then this one. State machine (`Phase`): `.valid` → `.invalidated`
+/// (`invalidate()`) → `.retired` (invalidation handler has run). Forward only.
+public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked Sendable, CustomStringConvertible {
+    enum Phase { case valid, invalidated, retired }
+
+    /// What `invalidate()` does after unlocking.
+    enum InvalidationStep { case nothing, retireOnLoop(SpindleRunLoop), retireHere }
+
+    struct State {
+        var phase: Phase = .valid
+        weak var loop: SpindleRunLoop?
+        var modes: Set<SpindleRunLoop.Mode> = []
+        /// Accepted messages not yet taken by the loop, oldest first.
+        var pending: [Message] = []
+    }
+
+    /// The port's name, for errors and descriptions.
+    public let name: String
+    private let handler: @Sendable (Message) -> Void
+    private let invalidationHandler: (@Sendable () -> Void)?
+    private let state = RunLoopLock(State())
+
+    /// Makes a valid, unscheduled port. Any thread.
+    /// - Parameters:
+    ///   - name: used in `SpindleError.portInvalidated` and `description`.
+    ///   - invalidationHandler: runs once after invalidation (see the type's documentation for which thread).
+    ///   - handler: runs on the loop's thread for each message.
+    public init(name: String = "port", invalidationHandler: (@Sendable () -> Void)? = nil,
+                handler: @escaping @Sendable (Message) -> Void) {
+        self.name = name
+        self.invalidationHandler = invalidationHandler
+        self.handler = handler
+    }
+
+    /// Enqueues `message` and wakes the port's run loop. Any thread; never blocks beyond a short lock.
+    /// - Throws: `SpindleError.portInvalidated` once the port is invalidated (the message is then not accepted).
+    public func send(_ message: Message) throws(SpindleError) {
+        let loop: SpindleRunLoop? = try self.state.withLock { state throws(SpindleError) in
+            guard state.phase == .valid else { throw .portInvalidated(name: self.name) }
+            state.pending.append(message)
+            return state.loop
+        }
+        loop?.wakeUp()
+    }
+
+    /// Invalidates the port (see the type's documentation): `send` throws from now on; accepted messages are
+    /// still delivered; the invalidation handler runs once. Any thread; idempotent.
+    public func invalidate() {
+        let next: InvalidationStep = self.state.withLock { state in
+            guard state.phase == .valid else { return .nothing }
+            state.phase = .invalidated
+            if let loop = state.loop { return .retireOnLoop(loop) }
+            state.phase = .retired
+            state.pending = []
+            return .retireHere
+        }
+        switch next {
+        case .nothing: return
+        case .retireOnLoop(let loop): loop.portDidInvalidate(self)
+        case .retireHere: self.invalidationHandler?()
+        }
+    }
+
+    /// Whether the port still accepts messages. Any thread.
+    public var isValid: Bool { self.state.withLock { $0.phase == .valid } }
+
+    /// Whether invalidation is complete: the port is invalidated and its invalidation handler has run. Any thread.
+    public var isRetired: Bool { self.state.withLock { $0.phase == .retired } }
+
+    /// Messages accepted and not yet taken for delivery (a snapshot). Any thread.
+    public var pendingCount: Int { self.state.withLock { $0.pending.count } }
+
+    /// The port's name and state. Any thread.
+    public var description: String { "SpindlePort(\(self.name), \(self.state.withLock { $0.phase }))" }
+
+    // MARK: - RunLoopPortEntry
+
+    func loopAttach(_ loop: SpindleRunLoop, mode: SpindleRunLoop.Mode) -> RunLoopAttachResult {
+        self.state.withLock { state in
+            guard state.phase == .valid else { return .invalidated }
+            if let current = state.loop {
+                precondition(current === loop, "SpindlePort '\(self.name)': already scheduled on another run loop")
+            } else {
+                state.loop = loop
+                state.modes = []
+            }
+            return state.modes.insert(mode).inserted ? .added : .alreadyInMode
+        }
+    }
+
+    func loopDetach(from mode: SpindleRunLoop.Mode) -> Bool {
+        self.state.withLock { state in
+            guard state.modes.remove(mode) != nil else { return false }
+            if state.modes.isEmpty { state.loop = nil }
+            return true
+        }
+    }
+
+    func loopDetachAll() -> Set<SpindleRunLoop.Mode> {
+        self.state.withLock { state in
+            let modes = state.modes
+            state.modes = []
+            return modes
+        }
+    }
+
+    func loopDeliverPending() -> Bool {
+        let batch = self.takePending()
+        for message in batch { self.handler(message) }
+        return !batch.isEmpty
+    }
+
+    func loopFinishInvalidation() {
+        // No message can be accepted any more, so this batch is the last.
+        let batch = self.takePending()
+        for message in batch { self.handler(message) }
+        let first: Bool = self.state.withLock { state in
+            state.loop = nil
+            guard state.phase == .invalidated else { return false }
+            state.phase = .retired
+            return true
+        }
+        if first { self.invalidationHandler?() }
+    }
+
+    private func takePending() -> [Message] {
+        self.state.withLock { state in
+            var batch: [Message] = []
+            swap(&batch, &state.pending)
+            return batch
+        }
+    }
+}

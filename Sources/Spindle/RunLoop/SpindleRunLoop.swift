@@ -1,0 +1,232 @@
+import CShim
+import Glibc
+
+/// A per-thread event loop: ports, timers, descriptor sources and performed blocks, served in modes, sleeping in
+/// the kernel (an eventfd and poll(2)) when there is nothing to do (NSRunLoop/CFRunLoop's role).
+///
+/// Ownership: each thread has its own loop, made the first time the thread reads `SpindleRunLoop.current` and
+/// freed when the thread exits (closing its eventfd), unless someone else still holds it. `SpindleRunLoop.main`
+/// belongs to the process's main thread. Only the owning thread may *run* a loop (the `run…` methods throw
+/// `SpindleError.runLoopNotOwned` elsewhere); every other method may be called from any thread.
+///
+/// Decisions (Spindle's contract, SEMANTICS Part 1 item 12):
+/// - a mode with no sources, timers or pending performs returns at once (`runOnce` returns false);
+/// - a timer first fires one interval after it is scheduled;
+/// - `perform`, `SpindlePort.send`, `stop`, and invalidating a port or timer from any thread wake the loop at
+///   once (an eventfd write); nothing polls;
+/// - timers are not input sources: their firing alone does not end `runOnce`;
+/// - a `stop()` is never lost: if the loop is not running, its next run returns at once.
+///
+/// Guards and confinement:
+/// - `state` (a `RunLoopLock<RunLoopState>`, a pthread mutex) holds every mutable field shared between threads: mode tables, common
+///   modes, pending performs, retiring ports, the stack of modes being run, and the stop flag.
+/// - `inService` is touched only by the owning thread (no lock): ports and sources whose callouts are under way.
+/// - `wakeup` and `isMainLoop` are immutable after `init`.
+///
+/// Lock order: `state`, then a timer's, port's or descriptor source's own lock. Never the reverse: their
+/// `invalidate()`/`cancel()` release their own lock before calling into the loop. No user code (handlers,
+/// blocks, timer callbacks) ever runs with a lock held: each pass is decided under `state` and carried out
+/// after unlocking.
+///
+/// State machine of a run (per call, on the owning thread): idle → running `mode` (pushed on `modeStack`)
+/// → passes: [drain eventfd → plan under lock → fire due timers → run performs → deliver port messages →
+/// retire invalidated ports → if nothing was handled, sleep in poll until woken, a timer is due or the deadline]
+/// → back to idle when stopped, out of sources, out of time, or (for `runOnce`) once something was handled.
+public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible {
+    let state = RunLoopLock(RunLoopState())
+    let wakeup = RunLoopWakeup()
+    let isMainLoop: Bool
+    /// Owner thread only: identifiers of ports and sources whose handlers are running further up the stack.
+    var inService: Set<ObjectIdentifier> = []
+
+    private static let slot = SpindleThreadLocal<SpindleRunLoop?>(initial: { nil })
+
+    private init(isMainLoop: Bool) { self.isMainLoop = isMainLoop }
+
+    // MARK: - Per-thread loops
+
+    /// The calling thread's run loop: made on first access, the same object on every access from this thread,
+    /// and `main` on the main thread. Any thread.
+    public static var current: SpindleRunLoop {
+        if let loop = slot.value { return loop }
+        let loop = SpindleThread.isMainThread ? SpindleRunLoop.main : SpindleRunLoop(isMainLoop: false)
+        slot.value = loop
+        return loop
+    }
+
+    /// The main thread's run loop (the thread whose kernel id is the process id). Readable from any thread; only
+    /// the main thread may run it.
+    public static let main = SpindleRunLoop(isMainLoop: true)
+
+    /// Whether the calling thread owns this loop (and so may run it). Any thread.
+    public var isOwnedByCurrentThread: Bool {
+        if self.isMainLoop { return SpindleThread.isMainThread }
+        return SpindleRunLoop.slot.value === self
+    }
+
+    func checkOwner() throws(SpindleError) {
+        guard self.isOwnedByCurrentThread else { throw .runLoopNotOwned }
+    }
+
+    /// The loop and whether it is the main one. Any thread.
+    public var description: String {
+        "SpindleRunLoop(\(self.isMainLoop ? "main" : "thread"), mode: \(self.currentMode?.name ?? "none"))"
+    }
+
+    // MARK: - Modes
+
+    /// The mode being run (the innermost one when runs nest), or nil outside a run. Any thread (the owning
+    /// thread reads it inside callouts).
+    public var currentMode: Mode? { self.state.withLock { $0.modeStack.last } }
+
+    /// The modes `.common` stands for on this loop: `.default` plus those added with `addCommonMode`. Any thread.
+    public var commonModes: Set<Mode> { self.state.withLock { $0.commonModes } }
+
+    /// Adds `mode` to the loop's common modes: sources registered in `.common` are then also served when `mode`
+    /// runs. Any thread; wakes the loop. Adding `.common` itself does nothing.
+    public func addCommonMode(_ mode: Mode) {
+        guard mode != .common else { return }
+        self.state.withLock { _ = $0.commonModes.insert(mode) }
+        self.wakeUp()
+    }
+
+    // MARK: - Ports
+
+    /// Schedules `port` in `mode`, so this loop delivers its messages when running that mode. Adding it to a
+    /// mode it is already in does nothing; adding it to another mode schedules it there too. Any thread; wakes
+    /// the loop. Traps if the port is scheduled on another live run loop.
+    /// - Throws: `SpindleError.portInvalidated` if the port was invalidated.
+    public func add<Message>(_ port: SpindlePort<Message>, forMode mode: Mode = .default) throws(SpindleError) {
+        let result = self.state.withLock { state -> RunLoopAttachResult in
+            let result = port.loopAttach(self, mode: mode)
+            if result == .added { state.tables[mode, default: RunLoopModeTable()].ports[ObjectIdentifier(port)] = port }
+            return result
+        }
+        if result == .invalidated { throw .portInvalidated(name: port.name) }
+        self.wakeUp()
+    }
+
+    /// Unschedules `port` from `mode`; its other modes keep it. Does nothing if it is not scheduled in `mode` on
+    /// this loop. Any thread.
+    public func remove<Message>(_ port: SpindlePort<Message>, forMode mode: Mode) {
+        self.state.withLock { state in
+            guard state.tables[mode]?.ports[ObjectIdentifier(port)] != nil else { return }
+            _ = port.loopDetach(from: mode)
+            state.tables[mode]?.ports[ObjectIdentifier(port)] = nil
+        }
+        self.wakeUp()
+    }
+
+    /// Whether `port` is scheduled in `mode` of this loop. Any thread.
+    public func contains<Message>(_ port: SpindlePort<Message>, inMode mode: Mode) -> Bool {
+        self.state.withLock { $0.tables[mode]?.ports[ObjectIdentifier(port)] != nil }
+    }
+
+    /// Called by `SpindlePort.invalidate()` (no port lock held): the port leaves every mode and waits in
+    /// `retiringPorts` for the loop thread to deliver its last messages and call its invalidation handler.
+    func portDidInvalidate(_ port: any RunLoopPortEntry) {
+        self.state.withLock { state in
+            for mode in port.loopDetachAll() { state.tables[mode]?.ports[ObjectIdentifier(port)] = nil }
+            state.retiringPorts.append(port)
+        }
+        self.wakeUp()
+    }
+
+    // MARK: - Timers
+
+    /// Schedules `timer` in `mode`. The first `add` sets its first firing one interval from now; adding it to
+    /// more modes of this loop does not move it. Adding an invalidated timer does nothing. Any thread; wakes the
+    /// loop so it recomputes its sleep. Traps if the timer is scheduled on another live run loop.
+    public func add(_ timer: SpindleTimer, forMode mode: Mode = .default) {
+        let now = cshim_clock_monotonic_ns()
+        self.state.withLock { state in
+            guard let entry = timer.loopSchedule(on: self, mode: mode, now: now, sequence: { state.takeSequence() })
+            else { return }
+            state.tables[mode, default: RunLoopModeTable()].timers[ObjectIdentifier(timer)] = timer
+            state.tables[mode]!.heap.push(entry)
+        }
+        self.wakeUp()
+    }
+
+    /// Whether `timer` is scheduled in `mode` of this loop. Any thread.
+    public func contains(_ timer: SpindleTimer, inMode mode: Mode) -> Bool {
+        self.state.withLock { $0.tables[mode]?.timers[ObjectIdentifier(timer)] != nil }
+    }
+
+    /// Called by `SpindleTimer.invalidate()` (no timer lock held).
+    func timerDidInvalidate(_ timer: SpindleTimer, modes: Set<Mode>) {
+        self.state.withLock { state in
+            for mode in modes { state.removeTimer(timer, from: mode) }
+        }
+        self.wakeUp()
+    }
+
+    // MARK: - Descriptor sources
+
+    /// Starts watching `source`'s descriptor when this loop runs `mode`. Adding it to a mode it is already in, or
+    /// adding a finished source, does nothing. Any thread; wakes the loop. Traps if the source is scheduled on
+    /// another live run loop.
+    public func add(_ source: SpindleDescriptorSource, forMode mode: Mode = .default) {
+        self.state.withLock { state in
+            guard source.loopAttach(self, mode: mode) else { return }
+            state.tables[mode, default: RunLoopModeTable()].sources[ObjectIdentifier(source)] = source
+        }
+        self.wakeUp()
+    }
+
+    /// Stops watching `source` in `mode` (its other modes keep it; it can be added again). Any thread.
+    public func remove(_ source: SpindleDescriptorSource, forMode mode: Mode) {
+        self.state.withLock { state in
+            guard state.tables[mode]?.sources[ObjectIdentifier(source)] != nil else { return }
+            _ = source.loopDetach(from: mode)
+            state.tables[mode]?.sources[ObjectIdentifier(source)] = nil
+        }
+        self.wakeUp()
+    }
+
+    /// Called by `SpindleDescriptorSource.cancel()` (no source lock held), and by the loop after `.endOfFile`.
+    func sourceDidFinish(_ source: SpindleDescriptorSource, modes: Set<Mode>) {
+        self.state.withLock { state in
+            for mode in modes { state.tables[mode]?.sources[ObjectIdentifier(source)] = nil }
+        }
+        self.wakeUp()
+    }
+
+    // MARK: - Performs, stop, wakeup
+
+    /// Schedules `block` to run once on this loop's thread, the next time the loop runs one of `modes` (by
+    /// default the common modes), and wakes the loop so that happens promptly. Within one pass, lower `order`
+    /// runs first, then first in, first out. A pending perform counts as a source: a run of a matching mode
+    /// with nothing else still runs it, and `runOnce` reports it as handled. Any thread, including the loop's
+    /// own (the block then runs at the next pass). The block is released after it runs.
+    public func perform(inModes modes: [Mode] = [.common], order: Int = 0,
+                        _ block: @escaping @Sendable () -> Void) {
+        self.state.withLock { state in
+            state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence(),
+                                                 block: block))
+        }
+        self.wakeUp()
+    }
+
+    /// Makes the innermost run of this loop return as soon as its current callout returns (all of `run()` or
+    /// `run(until:)`, or one `runOnce`). If the loop is not running, its next run returns at once (a stop is
+    /// never lost; one stop ends one run). Any thread.
+    public func stop() {
+        self.state.withLock { $0.stopRequested = true }
+        self.wakeUp()
+    }
+
+    /// Wakes the loop if it sleeps, so it looks at its sources again (the explicit wakeup of CFRunLoopWakeUp).
+    /// Any thread.
+    public func wakeUp() { self.wakeup.signal() }
+
+    /// When the next timer of `mode` fires; `.distantFuture` when the mode has sources but no timers; nil when it
+    /// has no sources, timers or pending performs at all. Pure: fires nothing. Any thread.
+    public func limitDate(forMode mode: Mode) -> SpindleDeadline? {
+        self.state.withLock { state -> SpindleDeadline? in
+            guard state.hasWork(for: mode) else { return nil }
+            guard let next = state.nextFire(for: mode) else { return .distantFuture }
+            return SpindleDeadline(uptimeNanoseconds: next)
+        }
+    }
+}

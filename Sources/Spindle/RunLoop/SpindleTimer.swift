@@ -1,0 +1,185 @@
+import CShim
+
+/// A timer that calls its handler on a run loop's thread, once or repeatedly (NSTimer's role).
+///
+/// Scheduling: `SpindleRunLoop.add(_:forMode:)` puts it on one run loop, in one or more modes. The first firing
+/// is one interval after the *first* `add` (never at once, unlike corelibs Foundation); adding it to more modes
+/// of the same loop does not move it. A repeating timer fires at `first + k × interval` for k = 1, 2, …: there is
+/// no cumulative drift, and firings missed while the loop was busy or not running are skipped (it fires once,
+/// then resumes on the grid). A one-shot timer is invalidated just before its handler runs.
+///
+/// Intervals: a finite number of seconds >= 0; 0 means 0.1 ms (as NSTimer). NaN, infinity and negatives throw.
+///
+/// Guards: `interval`, `repeats`, `intervalNanoseconds` and `handler` are immutable. Everything else is in
+/// `state`, under the timer's own lock. Lock order: the owning loop's lock, then this one (the loop holds its
+/// lock when it schedules or fires the timer; `invalidate()` releases this lock before taking the loop's).
+///
+/// State machine (`Phase`): `.unscheduled` → `.scheduled` (first `add` to a loop) → `.invalidated` (`invalidate()`
+/// from any thread, or a one-shot timer firing). `.invalidated` is final. A `.scheduled` timer whose loop was
+/// freed (its thread exited) counts as unscheduled and may be added to another loop.
+public final class SpindleTimer: @unchecked Sendable {
+    enum Phase { case unscheduled, scheduled, invalidated }
+
+    struct State {
+        var phase: Phase = .unscheduled
+        weak var loop: SpindleRunLoop?
+        /// The modes of `loop` it is scheduled in.
+        var modes: Set<SpindleRunLoop.Mode> = []
+        /// The next firing (CLOCK_MONOTONIC ns); meaningful while `.scheduled`.
+        var fireNanoseconds: UInt64 = 0
+        /// Bumped whenever `fireNanoseconds` changes or the timer leaves its loop (see `RunLoopTimerEntry`).
+        var generation: UInt64 = 0
+        /// Tie-breaker between timers due at the same instant: the order they were first scheduled in.
+        var sequence: UInt64 = 0
+        var tolerance: Double
+    }
+
+    /// Outcome of one firing, for the loop.
+    enum FireOutcome {
+        case stale
+        case rescheduled(RunLoopTimerEntry, modes: Set<SpindleRunLoop.Mode>)
+        case finished(modes: Set<SpindleRunLoop.Mode>)
+    }
+
+    /// Seconds between scheduling and the first firing, and between firings of a repeating timer.
+    public let interval: Double
+    /// Whether the timer fires again after each firing.
+    public let repeats: Bool
+    let intervalNanoseconds: UInt64
+    let handler: @Sendable (SpindleTimer) -> Void
+    let state: RunLoopLock<State>
+
+    /// Makes a timer; it does nothing until added to a run loop. Any thread.
+    ///
+    /// - Parameters:
+    ///   - interval: seconds, finite and >= 0 (0 is taken as 0.1 ms).
+    ///   - repeats: fire every `interval` until invalidated, or once.
+    ///   - tolerance: how late the timer may fire, in seconds (see `tolerance`).
+    ///   - handler: runs on the loop's thread, with the timer; never under a Spindle lock.
+    /// - Throws: `SpindleError.invalidTimerInterval` when `interval` is NaN, infinite or negative.
+    public init(interval: Double, repeats: Bool, tolerance: Double = 0,
+                handler: @escaping @Sendable (SpindleTimer) -> Void) throws(SpindleError) {
+        guard interval.isFinite, interval >= 0 else { throw .invalidTimerInterval(interval) }
+        self.interval = interval
+        self.repeats = repeats
+        let nanoseconds = interval * 1e9
+        self.intervalNanoseconds = nanoseconds >= 1.8e19 ? UInt64.max / 2 : max(100_000, UInt64(nanoseconds))
+        self.handler = handler
+        self.state = RunLoopLock(State(tolerance: SpindleTimer.clampTolerance(tolerance)))
+    }
+
+    /// Makes a timer from a `Duration` (see `init(interval:repeats:tolerance:handler:)`). Any thread.
+    /// - Throws: `SpindleError.invalidTimerInterval` when `interval` is negative.
+    public convenience init(interval: Duration, repeats: Bool, tolerance: Duration = .zero,
+                            handler: @escaping @Sendable (SpindleTimer) -> Void) throws(SpindleError) {
+        try self.init(interval: SpindleTimer.seconds(interval), repeats: repeats,
+                      tolerance: SpindleTimer.seconds(tolerance), handler: handler)
+    }
+
+    /// Stops the timer for good and removes it from its run loop, waking the loop so it recomputes its sleep.
+    /// Any thread; idempotent. A firing whose handler the loop thread has already begun still completes.
+    public func invalidate() {
+        let (loop, modes): (SpindleRunLoop?, Set<SpindleRunLoop.Mode>) = self.state.withLock { state in
+            guard state.phase != .invalidated else { return (nil, []) }
+            let loop = state.loop
+            let modes = state.modes
+            state.phase = .invalidated
+            state.loop = nil
+            state.modes = []
+            state.generation &+= 1
+            return (loop, modes)
+        }
+        loop?.timerDidInvalidate(self, modes: modes)
+    }
+
+    /// Whether the timer can still fire (not invalidated). Any thread.
+    public var isValid: Bool { self.state.withLock { $0.phase != .invalidated } }
+
+    /// When the timer fires next, or nil when it is not scheduled or was invalidated. Any thread.
+    public var fireDate: SpindleDeadline? {
+        self.state.withLock { state in
+            state.phase == .scheduled && state.loop != nil
+                ? SpindleDeadline(uptimeNanoseconds: state.fireNanoseconds) : nil
+        }
+    }
+
+    /// How late the timer may fire, in seconds (>= 0; NaN and negatives read as 0). Spindle never delays a timer
+    /// on purpose: it fires at its fire date, up to the ~1 ms granularity of its sleep, which is within any
+    /// tolerance. Readable and settable from any thread.
+    public var tolerance: Double {
+        get { self.state.withLock { $0.tolerance } }
+        set {
+            let clamped = SpindleTimer.clampTolerance(newValue)
+            self.state.withLock { $0.tolerance = clamped }
+        }
+    }
+
+    // MARK: - Loop side (called with the owning loop's lock held)
+
+    /// Schedules the timer on `loop` in `mode` at `now`. Returns the heap entry to push, or nil when nothing
+    /// changes (invalidated, or already in that mode). Traps when the timer is scheduled on another live loop.
+    func loopSchedule(on loop: SpindleRunLoop, mode: SpindleRunLoop.Mode, now: UInt64,
+                      sequence: () -> UInt64) -> RunLoopTimerEntry? {
+        self.state.withLock { state in
+            switch state.phase {
+            case .invalidated:
+                return nil
+            case .scheduled where state.loop != nil:
+                precondition(state.loop === loop, "SpindleTimer: already scheduled on another run loop")
+                guard state.modes.insert(mode).inserted else { return nil }
+            case .scheduled, .unscheduled:
+                state.phase = .scheduled
+                state.loop = loop
+                state.modes = [mode]
+                state.generation &+= 1
+                state.sequence = sequence()
+                let (sum, overflow) = now.addingReportingOverflow(self.intervalNanoseconds)
+                state.fireNanoseconds = overflow ? .max : sum
+            }
+            return RunLoopTimerEntry(fireNanoseconds: state.fireNanoseconds, sequence: state.sequence,
+                                     generation: state.generation, timer: self)
+        }
+    }
+
+    /// The current generation while scheduled, nil otherwise.
+    func loopGeneration() -> UInt64? {
+        self.state.withLock { $0.phase == .scheduled ? $0.generation : nil }
+    }
+
+    /// Records the firing of `entry` at `now`: a repeating timer moves to the next grid point after `now`; a
+    /// one-shot timer is invalidated.
+    func loopDidFire(_ entry: RunLoopTimerEntry, now: UInt64) -> FireOutcome {
+        self.state.withLock { state in
+            guard state.phase == .scheduled, state.generation == entry.generation else { return .stale }
+            state.generation &+= 1
+            guard self.repeats else {
+                let modes = state.modes
+                state.phase = .invalidated
+                state.loop = nil
+                state.modes = []
+                return .finished(modes: modes)
+            }
+            // Next point of the grid start + k·interval strictly after now: missed firings are skipped.
+            let late = now >= state.fireNanoseconds ? now - state.fireNanoseconds : 0
+            let steps = late / self.intervalNanoseconds + 1
+            let (product, overflow1) = steps.multipliedReportingOverflow(by: self.intervalNanoseconds)
+            let (next, overflow2) = state.fireNanoseconds.addingReportingOverflow(product)
+            state.fireNanoseconds = overflow1 || overflow2 ? .max : next
+            let next2 = RunLoopTimerEntry(fireNanoseconds: state.fireNanoseconds, sequence: state.sequence,
+                                          generation: state.generation, timer: self)
+            return .rescheduled(next2, modes: state.modes)
+        }
+    }
+
+    /// Runs the handler. Loop thread, no lock held.
+    func loopFire() { self.handler(self) }
+
+    // MARK: - Helpers
+
+    static func clampTolerance(_ value: Double) -> Double { value.isNaN || value < 0 ? 0 : value }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) * 1e-18
+    }
+}
