@@ -302,7 +302,7 @@ enum Watchdog {
             var lastChange = nowNs()
             var lastRateOps = 0
             var lastRateNs = nowNs()
-            var rate = 0.0
+            var windowRate: Double? = nil  // ops/s over the last 1 s window; nil until one has passed
             while true {
                 sleepMicros(200_000)
                 guard let ctx = current.withLock({ $0 }) else {
@@ -316,17 +316,19 @@ enum Watchdog {
                     lastRateOps = 0
                     lastRateNs = ctx.startNs
                     lastOps = -1
+                    windowRate = nil
                 }
                 if ops != lastOps {
                     lastOps = ops
                     lastChange = now
                 }
-                if now - lastRateNs >= 1_000_000_000 {
-                    rate = Double(ops - lastRateOps) / (Double(now - lastRateNs) / 1e9)
+                if now - lastRateNs >= 1_000_000_000 {  // a 1 s sliding window after that
+                    windowRate = Double(ops - lastRateOps) / (Double(now - lastRateNs) / 1e9)
                     lastRateOps = ops
                     lastRateNs = now
                 }
                 let elapsed = Double(now - ctx.startNs) / 1e9
+                let rate = windowRate ?? (elapsed > 0 ? Double(ops) / elapsed : 0)
                 Output.progress("[\(ctx.name)] \(fmt(elapsed))s  ops \(ops)  rate \(fmt(rate, 0))/s  "
                     + "violations \(ctx.violationTotal.load(ordering: .relaxed))")
                 if Double(now - lastChange) / 1e9 >= stallSeconds {

@@ -18,6 +18,7 @@ final class CancelOp: SpindleOperation, @unchecked Sendable {
     let completions = Atomic<Int>(0)
     let finishEvents = Atomic<Int>(0)
     let eventsAfterFinish = Atomic<Int>(0)
+    let lateEvent = Mutex<String?>(nil)  // the first change delivered after did isFinished
     let cancelledAtCompletion = Atomic<Int>(-1)  // -1 unknown, 0 no, 1 yes
     let work: UInt64
     var observed = false  // set before the operation is added; an observer then counts finish events
@@ -54,7 +55,10 @@ final class CancelOp: SpindleOperation, @unchecked Sendable {
     func installObserver() {
         self.observed = true
         self.observe([.isExecuting, .isFinished, .isCancelled]) { [unowned self] _, change in
-            if self.finishEvents.load(ordering: .acquiring) > 0 { self.eventsAfterFinish.add(1, ordering: .relaxed) }
+            if self.finishEvents.load(ordering: .acquiring) > 0 {
+                self.eventsAfterFinish.add(1, ordering: .relaxed)
+                self.lateEvent.withLock { if $0 == nil { $0 = "\(change)" } }
+            }
             if change.phase == .did && change.key == .isFinished { self.finishEvents.add(1, ordering: .releasing) }
         }
     }
@@ -157,7 +161,10 @@ enum CancelScenario {
                     let fe = op.finishEvents.load(ordering: .acquiring)
                     if fe != 1 { ctx.violation("finish-not-once", "op \(op.index): \(fe) did-isFinished events") }
                     let after = op.eventsAfterFinish.load(ordering: .relaxed)
-                    if after != 0 { ctx.violation("events-after-finish", "op \(op.index): \(after) events after finish") }
+                    if after != 0 {
+                        ctx.violation("events-after-finish", "op \(op.index): \(after) change(s) delivered after "
+                            + "'did isFinished', first '\(op.lateEvent.withLock { $0 ?? "?" })'")
+                    }
                 }
             }
         }

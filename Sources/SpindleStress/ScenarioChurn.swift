@@ -41,8 +41,11 @@ enum ChurnScenario {
     static func run(_ ctx: ScenarioContext) {
         var rng = SplitMix64.derive(ctx.seed, 9)
         // Baseline: let earlier scenarios' detached threads exit first.
-        sleepMicros(200_000)
-        _ = settle(threadCount, to: 0, seconds: 0.5)
+        var lastCount = -1
+        for _ in 0..<20 where threadCount() != lastCount {
+            lastCount = threadCount()
+            sleepMicros(50_000)
+        }
         let baseThreads = threadCount()
         let baseFds = fdCount()
         let completions = Atomic<Int>(0)
@@ -50,8 +53,9 @@ enum ChurnScenario {
         var released: [WeakQueueRef] = []
         var created = 0
         var peakThreads = baseThreads
-        let settleBudget = 8.0  // seconds kept for settling at the end
-        let workEnd = ctx.endNs > UInt64(settleBudget * 1e9) ? ctx.endNs - UInt64(min(settleBudget, ctx.config.duration / 2) * 1e9) : ctx.endNs
+        // Work for the scenario's time minus a short settling allowance (at least half of it).
+        let allowance = UInt64(min(1.5, ctx.config.duration / 3) * 1e9)
+        let workEnd = max(nowNs() + UInt64(ctx.config.duration * 0.5e9), ctx.endNs > allowance ? ctx.endNs - allowance : 0)
         while nowNs() < workEnd && ctx.running {
             // A few queues alive at once.
             var live: [SpindleOperationQueue] = []

@@ -24,6 +24,7 @@ final class ConcOp: SpindleConcurrentOperation, @unchecked Sendable {
     let runs = Atomic<Int>(0)
     let completions = Atomic<Int>(0)
     let finishSuccesses = Atomic<Int>(0)
+    let attemptsDone = Atomic<Int>(0)  // finish() calls that have returned (the queue drains inside finish())
     let inSlot = Atomic<Bool>(false)
 
     init(ctx: ScenarioContext, index: Int, mode: Mode, delayUs: Int, slots: HighWater, width: Int) {
@@ -46,6 +47,16 @@ final class ConcOp: SpindleConcurrentOperation, @unchecked Sendable {
         } catch .operationAlreadyFinished {
         } catch {
             ctx.violation("wrong-error", "op \(self.index) finish(): \(error)")
+        }
+        self.attemptsDone.add(1, ordering: .releasing)
+    }
+
+    /// finish() calls this mode makes (each from main or a thread main starts).
+    var expectedAttempts: Int {
+        switch self.mode {
+        case .inMain, .later, .raceCancel: return 1
+        case .race: return 2
+        case .throwing, .preCancelled: return 0
         }
     }
 
@@ -127,6 +138,10 @@ enum ConcurrentScenario {
                 }
             }
             guard ctx.drain(queues, timeout: .seconds(30)) else { break }
+            // The queue drains from inside the winning finish(): wait (bounded) for every call to return.
+            let settle = SpindleDeadline.after(.seconds(5))
+            while frozen.contains(where: { $0.attemptsDone.load(ordering: .acquiring) < $0.expectedAttempts })
+                && !settle.hasPassed { sleepMicros(200) }
             for op in frozen {
                 if !op.isFinished { ctx.violation("not-finished", "op \(op.index) (\(op.mode)): \(op)"); continue }
                 let c = op.completions.load(ordering: .relaxed)

@@ -198,6 +198,7 @@ enum SemaphoreScenario {
                     ctx.violation("timeout-overshoot", "\(what)(timeout: \(label)) took \(fmt(Double(elapsed) / 1e6)) ms "
                         + "after a \(delay) µs signal")
                 }
+                if target != 2 { gated.gate.signal() }
                 ctx.drain([freshQ])
             }
         }

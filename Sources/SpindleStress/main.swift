@@ -3,7 +3,7 @@ import Spindle
 
 // spindle-stress: runs the stress scenarios of RELIABILITY.md B.3 (scaled for a small machine) against Spindle
 // and reports operations, rates and invariant violations. Exit status: 0 clean, 1 violations, 2 usage error,
-// 3 watchdog (a scenario made no progress for 20 s).
+// 3 watchdog (a scenario made no progress for 20 s, or --watchdog SECONDS).
 
 struct Scenario {
     let name: String
@@ -43,10 +43,11 @@ let usage = """
       --threads N         adder/canceller threads (default 4)
       --seed N            seed (decimal or 0x hex; default: random, printed at start)
       --json PATH         also write a JSON report to PATH
+      --watchdog SECONDS  stall limit: no progress for this long dumps the live queues, exit 3 (default 20)
       --list              list the scenarios and exit
       --help              this text
-    exit status: 0 no violations, 1 violations (the seed is printed), 2 usage error, 3 watchdog (no progress
-    for 20 s: live queues are dumped)
+    exit status: 0 no violations, 1 violations (the seed is printed), 2 usage error, 3 watchdog (a scenario made
+    no progress for the stall limit: live queues are dumped)
     """
 
 @MainActor func usageError(_ message: String) -> Never {
@@ -106,6 +107,9 @@ func parseSeed(_ s: String) -> UInt64? {
             config.seed = s
         case "--json":
             config.jsonPath = v()
+        case "--watchdog":
+            guard let d = Double(v()), d.isFinite, d > 0 else { usageError("--watchdog needs seconds > 0") }
+            config.stallSeconds = d
         default:
             usageError("unknown option '\(arg)'")
         }

@@ -18,6 +18,7 @@
 int cm_available(void) { return 0; }
 void cm_thread_begin(void) {}
 long cm_thread_end(void) { return -1; }
+void cm_tag_thread(void) {}
 void cm_global_begin(void) {}
 long cm_global_end(void) { return -1; }
 #else
@@ -29,12 +30,13 @@ extern void __libc_free(void *);
 
 static __thread int thread_counting;
 static __thread long thread_count;
+static __thread int thread_tagged;
 static atomic_int global_counting;
 static atomic_long global_count;
 
 static inline void count_one(void) {
     if (thread_counting) thread_count++;
-    if (atomic_load_explicit(&global_counting, memory_order_relaxed))
+    if (thread_tagged && atomic_load_explicit(&global_counting, memory_order_relaxed))
         atomic_fetch_add_explicit(&global_count, 1, memory_order_relaxed);
 }
 
@@ -55,6 +57,7 @@ void free(void *p) { __libc_free(p); }
 int cm_available(void) { return 1; }
 void cm_thread_begin(void) { thread_count = 0; thread_counting = 1; }
 long cm_thread_end(void) { thread_counting = 0; return thread_count; }
+void cm_tag_thread(void) { thread_tagged = 1; }
 void cm_global_begin(void) {
     atomic_store(&global_count, 0);
     atomic_store(&global_counting, 1);

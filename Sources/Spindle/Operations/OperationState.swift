@@ -91,10 +91,12 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
         return next
     }
 
-    /// Undoing `enqueuing` when a batch add fails part-way: `enqueued` (never scheduled) → `idle`.
-    func dequeuingUnscheduled() -> OperationState? {
-        guard self.lifecycle == .enqueued, !self.isScheduled else { return nil }
-        var next = self
+    /// Undoing `enqueuing` when a batch add fails part-way: `enqueued` → `idle`. The operation was never admitted
+    /// to the queue, so never pushed to a bucket; a `scheduled` bit set meanwhile (a concurrent cancel) is cleared,
+    /// and the queue ignores that operation's pending schedule request (`QueueCore.pushLocked`).
+    func dequeuingUnadmitted() -> OperationState? {
+        guard self.lifecycle == .enqueued else { return nil }
+        var next = OperationState(raw: self.raw & ~Self.scheduledBit)
         next.lifecycle = .idle
         return next
     }

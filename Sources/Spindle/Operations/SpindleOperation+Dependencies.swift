@@ -1,3 +1,10 @@
+/// A dependent as its upstream operation lists it: weakly, so two unfinished operations that are dropped unrun are
+/// freed (a strong list would make a retain cycle with the dependent's `dependencies`).
+struct WeakOperation {
+    weak var operation: SpindleOperation?
+    init(_ operation: SpindleOperation) { self.operation = operation }
+}
+
 /// The process-wide lock that serialises edits of the dependency graph, so that cycle detection sees a graph no
 /// one else is changing. Lock order: this lock first, then (one at a time) operations' `locked`. The finish path
 /// never takes it: a finishing operation only takes its own lock.
@@ -25,7 +32,7 @@ extension SpindleOperation {
             // Count it only while `operation` is unfinished, atomically with its finish (under its lock).
             operation.withLocked { upstream in
                 guard operation.currentState.lifecycle != .finished else { return }
-                if self.addPendingDependency() { upstream.dependents.append(self) }
+                if self.addPendingDependency() { upstream.dependents.append(WeakOperation(self)) }
             }
             self.withLocked { l in
                 l.dependencies.append(operation)
@@ -53,7 +60,7 @@ extension SpindleOperation {
             guard listed else { return false }
             // If `operation` still lists us as a dependent, it has not finished: we were counted; uncount.
             return operation.withLocked { upstream -> Bool in
-                guard let index = upstream.dependents.firstIndex(where: { $0 === self }) else { return false }
+                guard let index = upstream.dependents.firstIndex(where: { $0.operation === self }) else { return false }
                 upstream.dependents.remove(at: index)
                 return true
             }

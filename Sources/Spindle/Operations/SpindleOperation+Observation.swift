@@ -62,7 +62,8 @@ extension SpindleOperation {
         return Observation(id: id)
     }
 
-    /// Stops deliveries to `observation`'s handler (a delivery already under way may still complete).
+    /// Stops deliveries to `observation`'s handler: no call to it starts after this returns (one already running
+    /// on another thread may finish). Callable from any thread, also from inside the handler itself.
     public final func removeObserver(_ observation: Observation) {
         self.withLocked { l in
             l.observation.observers.removeAll { $0.id == observation.id }
@@ -101,7 +102,9 @@ extension SpindleOperation {
             guard let batch else { return }
             for (change, watermark) in batch.changes {
                 for observer in batch.observers where observer.id < watermark && observer.keys.contains(change.key) {
-                    observer.handler(self, change)
+                    // Re-check per call: a handler that removed itself (or another) gets nothing more.
+                    let stillRegistered = self.withLocked { l in l.observation.observers.contains { $0.id == observer.id } }
+                    if stillRegistered { observer.handler(self, change) }
                 }
             }
         }

@@ -35,6 +35,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     unowned(unsafe) var memberPrev: SpindleOperation?
     var isBarrier = false
     var isHeld = false
+    var isAdmitted = false  // a member of its queue (linked in its member list)
     let priorityStorage = Atomic<Int>(0)
     let threadPriorityStorage = Atomic<UInt64>((0.5).bitPattern)
 
@@ -42,7 +43,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         var name: String? = nil
         var dependencies: [SpindleOperation] = []
         var dependencySet: Set<ObjectIdentifier>? = nil  // built once dependencies grow past a few
-        var dependents: [SpindleOperation] = []
+        var dependents: [WeakOperation] = []  // weak: a dependent is owned by its queue or its creator, not by us
         var completionBlock: (@Sendable () -> Void)? = nil
         var waiters: [SpindleSemaphore] = []
         var error: (any Error)? = nil
@@ -51,6 +52,19 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     }
 
     public init() {}
+
+    deinit {
+        // Release finished dependency chains iteratively: a 100,000-long chain released recursively would overflow
+        // the stack. Any dependency held only by us is emptied of its own dependencies before it goes.
+        var pending = self.lockedState.dependencies
+        self.lockedState.dependencies = []
+        while var op = pending.popLast() {
+            if isKnownUniquelyReferenced(&op) {
+                pending.append(contentsOf: op.lockedState.dependencies)
+                op.lockedState.dependencies = []
+            }
+        }
+    }
 
     /// Runs `body` with the operation's lock held, on its lock-protected state. Never calls user code inside.
     @inline(__always)
@@ -82,8 +96,11 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// The name, or a stable default built from the object's address.
-    public final var displayName: String {
-        self.name ?? "\(type(of: self))@0x\(String(UInt(bitPattern: ObjectIdentifier(self).hashValue), radix: 16))"
+    public final var displayName: String { self.name ?? self.defaultName }
+
+    /// "Type@0xADDRESS": needs no lock, so it can be used while the operation's lock is held.
+    final var defaultName: String {
+        "\(type(of: self))@0x\(String(UInt(bitPattern: ObjectIdentifier(self).hashValue), radix: 16))"
     }
 
     /// The error `main` threw, if any (also set by `finish(throwing:)`).
@@ -177,11 +194,11 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
                 return false
             }
             guard let next = current.beginningExecution() else { throw .operationNotReady(name: self.displayName) }
-            if self.hasObservers.load(ordering: .relaxed) { self.emitWill(.isExecuting) }
             let (done, seen) = self.state.compareExchange(
                 expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
             if done {
-                if self.hasObservers.load(ordering: .relaxed) { self.emitDid(.isExecuting) }
+                // Only the call that won reports anything: a start that lost to cancel() never says "executing".
+                if self.hasObservers.load(ordering: .relaxed) { self.emit(.isExecuting) }
                 return true
             }
             current = OperationState(raw: seen)
@@ -194,12 +211,6 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     @discardableResult
     final func completeExecution(error: (any Error)?) -> Bool {
         var current = self.currentState
-        let observed = self.hasObservers.load(ordering: .relaxed)
-        let wasExecuting = current.lifecycle == .executing
-        if observed {
-            if wasExecuting { self.emitWill(.isExecuting) }
-            self.emitWill(.isFinished)
-        }
         while true {
             guard let next = current.beginningFinish() else { return false }
             let (done, seen) = self.state.compareExchange(
@@ -207,9 +218,15 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             if done { break }
             current = OperationState(raw: seen)
         }
-        if observed && wasExecuting { self.emitDid(.isExecuting) }
+        // Only the winner reports: a losing finish() delivers nothing (so nothing can follow `did isFinished`).
+        if self.hasObservers.load(ordering: .relaxed) {
+            if current.lifecycle == .executing { self.emit(.isExecuting) }
+            self.emitWill(.isFinished)
+        }
         // finishing → finished under the lock; take everything the rest of the path needs.
-        let (completion, dependents, queue, drain) = self.withLocked { l in
+        let (completion, dependents, queue, drain) = self.withLocked { l -> (
+            (@Sendable () -> Void)?, [WeakOperation], SpindleOperationQueue?, Bool
+        ) in
             if let error { l.error = error }
             var s = self.currentState
             while true {
@@ -227,8 +244,15 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             return result
         }
         if drain { self.drainObservations() }
-        completion?()
-        for dependent in dependents { dependent.dependencyFinished() }
+        if let completion {
+            // Mark the thread, so a completion block that waits for its own operation is told, not deadlocked.
+            let context = ThreadContext.current
+            let outer = context.completing
+            context.completing = self
+            completion()
+            context.completing = outer
+        }
+        for dependent in dependents { dependent.operation?.dependencyFinished() }
         queue?.core.operationDidFinish(self)
         let waiters = self.withLocked { l in
             self.state.bitwiseOr(OperationState.settledBit, ordering: .releasing)
@@ -302,7 +326,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// As `waitUntilFinished()`, giving up at `deadline`; returns whether it finished.
     public final func waitUntilFinished(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
         if self.currentState.isSettled { return true }
-        if ThreadContext.current.operation === self { throw .waitOnSelf(name: self.displayName) }
+        let context = ThreadContext.current
+        if context.operation === self || context.completing === self { throw .waitOnSelf(name: self.displayName) }
         let semaphore = try! SpindleSemaphore(value: 0)
         let registered = self.withLocked { l -> Bool in
             if self.currentState.isSettled { return false }

@@ -3,6 +3,8 @@
 final class ThreadContext {
     /// The operation running `main` on this thread (a strong reference only while it runs).
     var operation: SpindleOperation?
+    /// The operation whose completion block is running on this thread.
+    unowned(unsafe) var completing: SpindleOperation?
     /// The queue whose worker is this thread, while it runs one of that queue's operations.
     unowned(unsafe) var queue: SpindleOperationQueue?
     /// Whether this thread is a worker of some queue (for shutdown: a worker never joins itself).

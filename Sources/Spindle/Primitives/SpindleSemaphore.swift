@@ -1,19 +1,21 @@
-/// A counting semaphore whose wakeups cannot be stolen.
+/// A counting semaphore whose wakeups cannot be stolen: permits signalled while threads are parked go to the
+/// parked threads, oldest first, never to a thread that arrives later.
 ///
 /// Guards (all under `condition`'s mutex):
-/// - `permits`: permits free for anyone, newcomers included (>= 0);
-/// - `parked`: waiters asleep that no `signal` has chosen yet;
-/// - `handoffs`: permits that `signal` gave to parked waiters. Only a parked waiter may take one, so a thread
-///   arriving after the signal cannot steal the wakeup from a waiter that was already asleep (the classic
-///   stolen-wakeup case: the first waiter is the one woken).
+/// - `permits`: free permits, only ever non-zero while nobody is parked (>= 0);
+/// - tickets: a parked waiter takes ticket `nextTicket`; `nextToServe` is the oldest ticket not yet granted, so
+///   ticket `t` may leave once `t < nextToServe`. `signal` grants the next ticket instead of adding a permit when
+///   any ticket is outstanding;
+/// - `abandoned`: tickets whose waiters timed out before being granted; `signal` skips them, so no permit is lost.
 ///
-/// Invariant: `handoffs <= number of threads inside wait()`; a timed-out waiter leaves either with a handoff that
-/// raced its timeout (success) or by un-parking itself, so no permit is ever lost.
+/// Waiters loop on their own predicate (`ticket < nextToServe`), so spurious wakeups are harmless; `signal`
+/// broadcasts because the granted waiter is a specific one.
 public final class SpindleSemaphore: @unchecked Sendable {
     private let condition = SpindleCondition()
     private var permits: Int  // protected by condition.mutex
-    private var parked = 0  // protected by condition.mutex
-    private var handoffs = 0  // protected by condition.mutex
+    private var nextTicket: UInt64 = 0  // protected by condition.mutex
+    private var nextToServe: UInt64 = 0  // protected by condition.mutex
+    private var abandoned: Set<UInt64> = []  // protected by condition.mutex
 
     /// Creates a semaphore with `value` free permits. A negative value throws
     /// `SpindleError.negativeSemaphoreValue`.
@@ -41,28 +43,31 @@ public final class SpindleSemaphore: @unchecked Sendable {
             self.permits -= 1
             return true
         }
-        self.parked += 1
-        while self.handoffs == 0 {
+        if deadline.hasPassed { return false }
+        let ticket = self.nextTicket
+        self.nextTicket += 1
+        while ticket >= self.nextToServe {
             if !self.condition.wait(until: deadline) {
-                if self.handoffs > 0 { break }  // a signal chose us just as we timed out: take it
-                self.parked -= 1
+                if ticket < self.nextToServe { break }  // granted just as we timed out: take it
+                self.abandoned.insert(ticket)
                 return false
             }
         }
-        self.handoffs -= 1
         return true
     }
 
-    /// Releases a permit: hands it to a parked waiter if there is one (waking it), or keeps it for the next
-    /// `wait`. Returns whether a waiter was woken. Callable from any thread.
+    /// Releases a permit: grants it to the oldest parked waiter if there is one (waking it), or keeps it for the
+    /// next `wait`. Returns whether a waiter was woken. Callable from any thread.
     @discardableResult
     public func signal() -> Bool {
         self.condition.lock()
-        if self.parked > 0 {
-            self.parked -= 1
-            self.handoffs += 1
+        while self.nextToServe < self.nextTicket, self.abandoned.remove(self.nextToServe) != nil {
+            self.nextToServe += 1
+        }
+        if self.nextToServe < self.nextTicket {
+            self.nextToServe += 1
             self.condition.unlock()
-            self.condition.signal()
+            self.condition.broadcast()
             return true
         }
         self.permits += 1

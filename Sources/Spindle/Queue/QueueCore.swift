@@ -63,6 +63,7 @@ final class QueueCore: @unchecked Sendable {
 
     /// Links a claimed operation as a member, released or held behind a barrier. Caller holds `lock`.
     func admitLocked(_ op: SpindleOperation) {
+        op.isAdmitted = true
         op.memberNext = nil
         op.memberPrev = self.memberTail
         if let tail = self.memberTail { tail.memberNext = op } else { self.memberHead = op }
@@ -97,11 +98,23 @@ final class QueueCore: @unchecked Sendable {
         }
     }
 
-    /// Puts a scheduled operation in its bucket unless it is held behind a barrier. Caller holds `lock`.
+    /// Puts a scheduled operation in its bucket unless it is held behind a barrier, already in one, not (or no
+    /// longer) a member, or already taken by a worker: safe to call for a stale request. Caller holds `lock`.
     func pushLocked(_ op: SpindleOperation) {
-        guard !op.isHeld else { return }
+        guard op.isAdmitted, !op.isHeld, op.bucketLevel < 0, op.currentState.lifecycle == .enqueued else { return }
         let level = op.isBarrier ? ReadyBuckets.barrierLevel : op.queuePriority.bucket
         self.ready.push(op, level: level)
+    }
+
+    /// Right after admission: push it if someone already claimed its scheduled bit (a cancel or a finishing
+    /// dependency racing the add, whose own request was ignored while it was not yet a member), else claim it if
+    /// ready. Caller holds `lock`.
+    func scheduleAdmittedLocked(_ op: SpindleOperation) {
+        if op.currentState.isScheduled {
+            self.pushLocked(op)
+        } else {
+            self.scheduleIfReadyLocked(op)
+        }
     }
 
     /// Claims the scheduled bit of a ready member during admission. Caller holds `lock`.
@@ -137,6 +150,7 @@ final class QueueCore: @unchecked Sendable {
         if let next = op.memberNext { next.memberPrev = op.memberPrev } else { self.memberTail = op.memberPrev }
         op.memberNext = nil
         op.memberPrev = nil
+        op.isAdmitted = false
         self.memberCount -= 1
         self.running -= 1
         self.finishedCount += 1
@@ -237,21 +251,8 @@ final class QueueCore: @unchecked Sendable {
         self.lock.lock()
         while !self.shuttingDown {
             // BUSY
-            if self.canDispatchLocked, let op = self.ready.popHighest() {
-                self.running += 1
-                var s = op.currentState
-                while let next = s.dispatching() {
-                    let (done, seen) = op.state.compareExchange(
-                        expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-                    if done { break }
-                    s = OperationState(raw: seen)
-                }
-                let chained = self.wakeOrSpawnLocked()
-                self.lock.unlock()
-                self.perform(chained)
-                context.queue = self.handle
-                self.run(op)
-                context.queue = nil
+            if self.canDispatchLocked {
+                self.dispatchOneUnlocking(context)
                 self.lock.lock()
                 continue
             }
@@ -293,6 +294,31 @@ final class QueueCore: @unchecked Sendable {
             }
             return lines.joined(separator: "\n")
         }
+    }
+
+    /// Takes the best ready operation (caller holds `lock`, which this releases) and runs it. The operation is a
+    /// local of this function, so the worker's reference to it is dropped on return, before the caller locks
+    /// again: its release may free user objects (and even this queue), which must never happen under our lock.
+    @inline(never)
+    private func dispatchOneUnlocking(_ context: ThreadContext) {
+        guard let op = self.ready.popHighest() else {
+            self.lock.unlock()
+            return
+        }
+        self.running += 1
+        var s = op.currentState
+        while let next = s.dispatching() {
+            let (done, seen) = op.state.compareExchange(
+                expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done { break }
+            s = OperationState(raw: seen)
+        }
+        let chained = self.wakeOrSpawnLocked()
+        self.lock.unlock()
+        self.perform(chained)
+        context.queue = self.handle
+        self.run(op)
+        context.queue = nil
     }
 
     /// Starts one operation on this worker. A `start()` that throws without the operation ever executing (a

@@ -48,7 +48,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             throw error
         }
         core.admitLocked(operation)
-        core.scheduleIfReadyLocked(operation)
+        core.scheduleAdmittedLocked(operation)
         let action = core.wakeOrSpawnLocked()
         core.lock.unlock()
         core.perform(action)
@@ -83,7 +83,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             throw failure
         }
         for op in operations { core.admitLocked(op) }
-        for op in operations { core.scheduleIfReadyLocked(op) }
+        for op in operations { core.scheduleAdmittedLocked(op) }
         let actions = core.collectWakeActionsLocked()
         core.lock.unlock()
         for action in actions { core.perform(action) }
@@ -100,9 +100,9 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             while true {
                 guard let next = s.enqueuing() else {
                     switch s.lifecycle {
-                    case .enqueued, .dispatching: return .operationAlreadyInQueue(name: l.name ?? op.displayName)
-                    case .executing: return .operationExecuting(name: l.name ?? op.displayName)
-                    default: return .operationFinished(name: l.name ?? op.displayName)
+                    case .enqueued, .dispatching: return .operationAlreadyInQueue(name: l.name ?? op.defaultName)
+                    case .executing: return .operationExecuting(name: l.name ?? op.defaultName)
+                    default: return .operationFinished(name: l.name ?? op.defaultName)
                     }
                 }
                 let (done, seen) = op.state.compareExchange(
@@ -115,10 +115,11 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         }
     }
 
+    /// Undoes `claim` for an operation of a failed batch (never admitted, so never in a bucket).
     private func unclaim(_ op: SpindleOperation) {
         op.withLocked { l in
             var s = op.currentState
-            while let next = s.dequeuingUnscheduled() {
+            while let next = s.dequeuingUnadmitted() {
                 let (done, seen) = op.state.compareExchange(
                     expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
                 if done { break }

@@ -60,7 +60,8 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         self.joinState = Atomic(JoinState.detached.rawValue)
         self.tidStorage.store(getpid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
-        self.nameValue = SpindleThread.kernelName(of: pthread_self()) ?? "main"
+        // Read the main thread's own name from /proc: `main` may be first touched on another thread.
+        self.nameValue = SpindleThread.commName(tid: getpid()) ?? "main"
     }
 
     /// A thread Spindle did not create (for `current`).
@@ -164,8 +165,10 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         currentSlot.value = thread
         let name = thread.name
         if !name.isEmpty { _ = name.withCString { cshim_pthread_setname_np(pthread_self(), $0) } }
-        let priority = thread.priority
-        if priority != 0.5 { _ = applyNice(forPriority: priority, tid: cshim_gettid()) }
+        // Always set our own nice value: a new thread inherits its creator's, which may not be what we were given.
+        let tid = cshim_gettid()
+        let wanted = niceValue(forPriority: thread.priority)
+        if cshim_getpriority_thread(tid) != wanted { _ = cshim_setpriority_thread(tid, wanted) }
         box.body()
         thread.lifecycle.store(Lifecycle.exited.rawValue, ordering: .releasing)
         liveSpawned.subtract(1, ordering: .releasing)
@@ -280,6 +283,19 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
             if bytes.count + encoded.count > 15 { break }
             bytes.append(contentsOf: encoded)
         }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The name in /proc/self/task/<tid>/comm (without the newline), or nil if it cannot be read.
+    static func commName(tid: Int32) -> String? {
+        let fd = open("/proc/self/task/\(tid)/comm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { _ = close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let n = read(fd, &buffer, buffer.count)
+        guard n > 0 else { return nil }
+        var bytes = buffer.prefix(n)
+        if bytes.last == 10 { bytes = bytes.dropLast() }
         return String(decoding: bytes, as: UTF8.self)
     }
 

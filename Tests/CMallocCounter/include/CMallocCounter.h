@@ -10,7 +10,10 @@ int cm_available(void);
 void cm_thread_begin(void);
 /// Stops counting on the calling thread and returns how many allocations it made since `cm_thread_begin`.
 long cm_thread_end(void);
-/// Starts counting allocations made by every thread (resets the global count).
+/// Marks the calling thread as one whose allocations the global count includes (tests run in parallel, so the
+/// count must not include other tests' threads).
+void cm_tag_thread(void);
+/// Starts counting allocations made by every tagged thread (resets the global count).
 void cm_global_begin(void);
 /// Stops global counting and returns the count.
 long cm_global_end(void);

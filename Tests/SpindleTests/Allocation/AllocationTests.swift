@@ -33,7 +33,21 @@ import Testing
 
     @Test(.enabled(if: cm_available() == 1)) func enqueueAllocatesNothingInSteadyState() throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
-        // Warm up: workers exist, thread contexts made.
+        // Tag this thread and both workers (a rendezvous makes the two operations run on two different workers),
+        // so allocations by other tests running in parallel are not counted. This also warms the workers up.
+        cm_tag_thread()
+        let arrived = try SpindleSemaphore(value: 0)
+        let release = try SpindleSemaphore(value: 0)
+        for _ in 0..<2 {
+            queue.addOperation {
+                cm_tag_thread()
+                arrived.signal()
+                _ = release.wait(timeout: .seconds(30))
+            }
+        }
+        #expect(arrived.wait(timeout: .seconds(30)) && arrived.wait(timeout: .seconds(30)))
+        release.signal()
+        release.signal()
         for _ in 0..<100 { try queue.addOperation(Empty()) }
         #expect(try queue.waitUntilAllOperationsAreFinished(timeout: .seconds(30)))
         let n = 20_000

@@ -95,9 +95,43 @@ struct SemaphoreTests {
         #expect(notWoken == 0, "the parked waiter was not woken")
         #expect(results.value == Array(repeating: true, count: rounds))
         #expect(semaphore.value == 0)
-        withKnownIssue("SpindleSemaphore.wait lets a newcomer take a handoff meant for a parked waiter") {
-            #expect(stolen == 0, "a newcomer's wait(timeout: .zero) took the permit signalled to the parked waiter")
+        #expect(stolen == 0, "a newcomer's wait(timeout: .zero) took the permit signalled to the parked waiter")
+    }
+
+    /// A thread parked in `semaphore.wait(timeout:)`: returns once it is asleep in the kernel. `done` is posted
+    /// after the wait returns, with the result appended to `results` under `label`.
+    private func park(_ semaphore: SpindleSemaphore, _ label: String, timeout: Duration, done: OracleSemaphore,
+                      results: SpindleLockedValue<[String]>) throws -> SpindleThread {
+        let arriving = OracleSemaphore()
+        let thread = try SpindleThread.spawnJoinable(name: "sem-\(label)") {
+            arriving.post()
+            let got = semaphore.wait(timeout: timeout)
+            results.withLockedValue { $0.append("\(label):\(got)") }
+            done.post()
         }
+        #expect(arriving.wait())
+        #expect(waitUntilSleeping(tid: thread.threadID))
+        return thread
+    }
+
+    @Test("the oldest parked waiter is served first; a waiter that timed out is skipped, its permit not lost")
+    func fifoAndAbandoned() throws {
+        let semaphore = try SpindleSemaphore()
+        let done = OracleSemaphore()
+        let results = SpindleLockedValue<[String]>([])
+        let first = try park(semaphore, "first", timeout: .seconds(10), done: done, results: results)
+        let quitter = try park(semaphore, "quitter", timeout: .milliseconds(20), done: done, results: results)
+        #expect(done.wait())  // the quitter timed out: nobody signalled yet
+        let second = try park(semaphore, "second", timeout: .seconds(10), done: done, results: results)
+        let third = try park(semaphore, "third", timeout: .seconds(10), done: done, results: results)
+        for expected in ["first", "second", "third"] {
+            #expect(semaphore.signal(), "no parked waiter for \(expected)")
+            #expect(done.wait(), "\(expected) was not woken")
+        }
+        for thread in [first, quitter, second, third] { try thread.join() }
+        #expect(results.value == ["quitter:false", "first:true", "second:true", "third:true"])
+        #expect(semaphore.signal() == false)  // nobody left: the permit stays
+        #expect(semaphore.value == 1)
     }
 
     @Test("permits are conserved under contention: every signal is taken by exactly one wait")

@@ -196,22 +196,18 @@ struct ThreadTests {
             try? child?.join()
         }
         try parent.join()
-        withKnownIssue("spawn skips setpriority for 0.5, so the child inherits its parent's nice 19") {
-            #expect(seen.value == [0])
-        }
+        #expect(seen.value == [0])
     }
 
     @Test("main's name is the main thread's even when `main` is first touched on another thread")
     func mainNameFromAnotherThread() async {
-        await withKnownIssue("SpindleThread.main reads pthread_self()'s name on whichever thread touches it first") {
-            await #expect(processExitsWith: .success) {  // a fresh process: `main` is not initialised yet
-                let same = SpindleLockedValue(false)
-                let probe = try? SpindleThread.spawnJoinable(name: "not-main") {
-                    same.withLockedValue { $0 = SpindleThread.main.name == readComm(tid: getpid()) }
-                }
-                try? probe?.join()
-                exit(same.value ? 0 : 1)
+        await #expect(processExitsWith: .success) {  // a fresh process: `main` is not initialised yet
+            let same = SpindleLockedValue(false)
+            let probe = try? SpindleThread.spawnJoinable(name: "not-main") {
+                same.withLockedValue { $0 = SpindleThread.main.name == readComm(tid: getpid()) }
             }
+            try? probe?.join()
+            exit(same.value ? 0 : 1)
         }
     }
 
