@@ -5,12 +5,15 @@ let package = Package(
     name: "Spindle",
     products: [
         .library(name: "Spindle", targets: ["Spindle"]),
+        .executable(name: "spindle-stress", targets: ["SpindleStress"]),
     ],
     targets: [
         // The only C in the package: thin wrappers over pthreads, eventfd and poll. No policy.
         .target(name: "CShim", path: "CShim", cSettings: [.define("_GNU_SOURCE")]),
         // The library: depends on the toolchain (Swift stdlib, Synchronization) and libc only.
         .target(name: "Spindle", dependencies: ["CShim"], path: "Sources/Spindle"),
+        // The stress binary: `swift run -c release spindle-stress` runs the default pass.
+        .executableTarget(name: "SpindleStress", dependencies: ["Spindle"], path: "Sources/SpindleStress"),
         // Test-only: counts malloc calls so tests can assert allocation budgets (off under sanitizers).
         .target(name: "CMallocCounter", path: "Tests/CMallocCounter"),
         .testTarget(name: "SpindleTests", dependencies: ["Spindle", "CShim", "CMallocCounter"],

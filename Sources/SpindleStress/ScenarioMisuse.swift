@@ -9,14 +9,10 @@ import Synchronization
 // operations; waiting on yourself and on your own queue; addExecutionBlock after start; thread join misuse.
 // Figures: "unreported-misuse" (the call succeeded), "wrong-error", "state-changed".
 
-/// Named: claim() (SpindleOperationQueue.swift) reads `displayName` under the operation's own lock when it
-/// rejects an unnamed operation, which traps ("Recursive call to lock Mutex"); see the stress report.
+/// Unnamed on purpose: rejecting an unnamed operation builds its default name while the operation's lock is held
+/// (an earlier claim() read `displayName` there and trapped with "Recursive call to lock Mutex").
 final class CountingOp: SpindleOperation, @unchecked Sendable {
     let runs = Atomic<Int>(0)
-    init(_ name: String) {
-        super.init()
-        self.name = name
-    }
     override func main() throws { self.runs.add(1, ordering: .relaxed) }
 }
 
@@ -67,12 +63,12 @@ enum MisuseScenario {
             rounds += 1
             held.isSuspended = true
             // Self-dependency.
-            let a = CountingOp("misuse-1")
+            let a = CountingOp()
             expect(ctx, "addDependency(self)", { if case .selfDependency = $0 { true } else { false } },
                    unchanged: { a.dependencies.isEmpty && a.isReady }) { try a.addDependency(a) }
             // A chain o0 <- o1 <- … <- oL, then o0.addDependency(oL) closes a cycle.
             let length = rng.int(1...10)
-            let chain = (0...length).map { _ in CountingOp("misuse-2") }
+            let chain = (0...length).map { _ in CountingOp() }
             for i in 1...length { try! chain[i].addDependency(chain[i - 1]) }
             expect(ctx, "cycle of length \(length + 1)", {
                 if case .dependencyCycle(let names) = $0 { names.count >= 2 } else { false }
@@ -86,12 +82,12 @@ enum MisuseScenario {
             }
             try! q.addOperations(chain.shuffled(using: &rng))  // the graph must still run to completion
             // Finished operations: adding fails; start() again does nothing.
-            let f = CountingOp("misuse-3")
+            let f = CountingOp()
             try! f.start()
             let before = q.operationCount
             expect(ctx, "addOperation(finished)", { if case .operationFinished = $0 { true } else { false } },
                    unchanged: { f.isFinished && f.runs.load(ordering: .relaxed) == 1 }) { try q.addOperation(f) }
-            let fresh = CountingOp("misuse-4")
+            let fresh = CountingOp()
             expect(ctx, "addOperations([fresh, finished])", { if case .operationFinished = $0 { true } else { false } },
                    unchanged: { !fresh.isFinished && !fresh.isExecuting }) { try held.addOperations([fresh, f]) }
             ctx.count()
@@ -99,7 +95,7 @@ enum MisuseScenario {
             if f.runs.load(ordering: .relaxed) != 1 { ctx.violation("state-changed", "start() on a finished op ran main again") }
             _ = before
             // Already in a queue (held one is suspended, so they stay queued).
-            let b = CountingOp("misuse-5")
+            let b = CountingOp()
             try! held.addOperation(b)
             let heldCount = held.operationCount
             expect(ctx, "addOperation twice", { if case .operationAlreadyInQueue = $0 { true } else { false } },
@@ -110,7 +106,7 @@ enum MisuseScenario {
                    unchanged: { !b.isExecuting && !b.isFinished && b.runs.load(ordering: .relaxed) == 0 }) { try b.start() }
             expect(ctx, "addOperations([fresh, queued])", { if case .operationAlreadyInQueue = $0 { true } else { false } },
                    unchanged: { held.operationCount == heldCount }) { try held.addOperations([fresh, b]) }
-            let d = CountingOp("misuse-6")
+            let d = CountingOp()
             expect(ctx, "addOperations([d, fresh, d])", { if case .duplicateInBatch = $0 { true } else { false } },
                    unchanged: { held.operationCount == heldCount }) { try held.addOperations([d, fresh, d]) }
             // All-or-nothing: the rejected batches left fresh and d addable.
@@ -119,7 +115,6 @@ enum MisuseScenario {
             }
             // Executing: started by hand on a helper thread, blocked in main.
             let e = GateOp()
-            e.name = "misuse-executing"
             let starter = try! SpindleThread.spawnJoinable(name: "misuse-start") { try? e.start() }
             let deadline = SpindleDeadline.after(.seconds(5))
             while !e.isExecuting && !deadline.hasPassed { sleepMicros(20) }

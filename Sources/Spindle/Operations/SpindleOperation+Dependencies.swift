@@ -29,9 +29,10 @@ extension SpindleOperation {
             if let cycle = self.pathOfUnfinishedDependencies(from: operation) {
                 throw .dependencyCycle(cycle: ([self] + cycle).map(\.displayName))
             }
-            // Count it only while `operation` is unfinished, atomically with its finish (under its lock).
+            // Count it until `operation` has released its dependents (after its completion block), atomically
+            // with that step (under its lock).
             operation.withLocked { upstream in
-                guard operation.currentState.lifecycle != .finished else { return }
+                guard !upstream.dependentsReleased else { return }
                 if self.addPendingDependency() { upstream.dependents.append(WeakOperation(self)) }
             }
             self.withLocked { l in

@@ -27,11 +27,15 @@ extension SpindleOperation {
         var pending: [(change: Change, watermark: UInt64)] = []
         var delivering = false
         var nextID: UInt64 = 1
+        /// Set when `did isFinished` is queued: nothing may follow it, so later changes (a racing `cancel`) are
+        /// dropped.
+        var sealed = false
 
         /// Records an event for the observers registered so far; returns whether the caller must drain.
         /// Allocates nothing when there are no observers (the common case on the finish path).
         mutating func append(_ change: Change, _ second: Change? = nil) -> Bool {
-            if self.observers.isEmpty { return false }
+            if self.observers.isEmpty || self.sealed { return false }
+            if change.key == .isFinished && change.phase == .did { self.sealed = true }
             self.pending.append((change, self.nextID))
             if let second { self.pending.append((second, self.nextID)) }
             if self.delivering { return false }

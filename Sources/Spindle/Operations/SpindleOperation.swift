@@ -44,6 +44,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         var dependencies: [SpindleOperation] = []
         var dependencySet: Set<ObjectIdentifier>? = nil  // built once dependencies grow past a few
         var dependents: [WeakOperation] = []  // weak: a dependent is owned by its queue or its creator, not by us
+        var dependentsReleased = false  // set once the finish path took `dependents` (after the completion block)
         var completionBlock: (@Sendable () -> Void)? = nil
         var waiters: [SpindleSemaphore] = []
         var error: (any Error)? = nil
@@ -224,9 +225,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             self.emitWill(.isFinished)
         }
         // finishing → finished under the lock; take everything the rest of the path needs.
-        let (completion, dependents, queue, drain) = self.withLocked { l -> (
-            (@Sendable () -> Void)?, [WeakOperation], SpindleOperationQueue?, Bool
-        ) in
+        let (completion, queue, drain) = self.withLocked { l -> ((@Sendable () -> Void)?, SpindleOperationQueue?, Bool) in
             if let error { l.error = error }
             var s = self.currentState
             while true {
@@ -237,9 +236,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             }
             // Appended under the same lock that made it finished: observers registered later get it from `observe`.
             let drain = l.observation.append(Change(phase: .did, key: .isFinished))
-            let result = (l.completionBlock, l.dependents, l.queue, drain)
+            let result = (l.completionBlock, l.queue, drain)
             l.completionBlock = nil
-            l.dependents = []
             l.queue = nil
             return result
         }
@@ -251,6 +249,14 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             context.completing = self
             completion()
             context.completing = outer
+        }
+        // Dependents are released only now, after the completion block returned; a dependency added until this
+        // point is still counted (see addDependency).
+        let dependents = self.withLocked { l -> [WeakOperation] in
+            l.dependentsReleased = true
+            let list = l.dependents
+            l.dependents = []
+            return list
         }
         for dependent in dependents { dependent.operation?.dependencyFinished() }
         queue?.core.operationDidFinish(self)
@@ -302,8 +308,9 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             let (done, seen) = self.state.compareExchange(
                 expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
             if done {
-                let queue = self.withLocked { $0.queue }
-                queue!.core.scheduleReady(self)
+                // nil: the queue already took it (admission pushes an operation whose bit was claimed while it was
+                // being added) and it may even have finished; or a failed batch add gave it back. Nothing to do.
+                if let queue = self.withLocked({ $0.queue }) { queue.core.scheduleReady(self) }
                 return
             }
             current = OperationState(raw: seen)

@@ -2,7 +2,7 @@
 ///
 /// Guards: `value`, by `mutex` (a pthread mutex on the heap, which ThreadSanitizer understands). Never call user
 /// code that could re-enter the same box from inside `withLockedValue`.
-public final class SpindleLockedValue<Value: ~Copyable>: @unchecked Sendable {
+public final class SpindleLockedValue<Value: ~Copyable> {
     private let mutex = SpindleMutex(.normal)
     private var storage: Value  // protected by mutex
 
@@ -15,6 +15,9 @@ public final class SpindleLockedValue<Value: ~Copyable>: @unchecked Sendable {
         return try body(&self.storage)
     }
 }
+
+/// Shareable across threads only when its value may cross threads.
+extension SpindleLockedValue: @unchecked Sendable where Value: ~Copyable & Sendable {}
 
 extension SpindleLockedValue where Value: Copyable {
     /// A copy of the value, read under the lock.

@@ -3,19 +3,22 @@
 ///
 /// Guards (all under `condition`'s mutex):
 /// - `permits`: free permits, only ever non-zero while nobody is parked (>= 0);
-/// - tickets: a parked waiter takes ticket `nextTicket`; `nextToServe` is the oldest ticket not yet granted, so
-///   ticket `t` may leave once `t < nextToServe`. `signal` grants the next ticket instead of adding a permit when
-///   any ticket is outstanding;
-/// - `abandoned`: tickets whose waiters timed out before being granted; `signal` skips them, so no permit is lost.
+/// - `parked` (from `parkedHead` on): the waiters asleep, oldest first, each a small node it owns. `signal` grants
+///   the oldest (sets its `granted`) instead of adding a permit when anyone is parked; a waiter that times out
+///   ungranted removes its own node, so memory is bounded by the live waiters and no permit is lost.
 ///
-/// Waiters loop on their own predicate (`ticket < nextToServe`), so spurious wakeups are harmless; `signal`
-/// broadcasts because the granted waiter is a specific one.
+/// Waiters loop on their own predicate (`granted`), so spurious wakeups are harmless; `signal` broadcasts
+/// because the granted waiter is a specific one. A node is allocated per wait that blocks (never on the
+/// non-blocking path).
 public final class SpindleSemaphore: @unchecked Sendable {
     private let condition = SpindleCondition()
     private var permits: Int  // protected by condition.mutex
-    private var nextTicket: UInt64 = 0  // protected by condition.mutex
-    private var nextToServe: UInt64 = 0  // protected by condition.mutex
-    private var abandoned: Set<UInt64> = []  // protected by condition.mutex
+    private var parked: [Waiter] = []  // protected by condition.mutex
+    private var parkedHead = 0  // protected by condition.mutex
+
+    private final class Waiter {
+        var granted = false  // protected by the semaphore's condition.mutex
+    }
 
     /// Creates a semaphore with `value` free permits. A negative value throws
     /// `SpindleError.negativeSemaphoreValue`.
@@ -44,12 +47,14 @@ public final class SpindleSemaphore: @unchecked Sendable {
             return true
         }
         if deadline.hasPassed { return false }
-        let ticket = self.nextTicket
-        self.nextTicket += 1
-        while ticket >= self.nextToServe {
+        let me = Waiter()
+        self.parked.append(me)
+        while !me.granted {
             if !self.condition.wait(until: deadline) {
-                if ticket < self.nextToServe { break }  // granted just as we timed out: take it
-                self.abandoned.insert(ticket)
+                if me.granted { break }  // granted just as we timed out: take it
+                if let index = self.parked[self.parkedHead...].firstIndex(where: { $0 === me }) {
+                    self.parked.remove(at: index)
+                }
                 return false
             }
         }
@@ -61,11 +66,13 @@ public final class SpindleSemaphore: @unchecked Sendable {
     @discardableResult
     public func signal() -> Bool {
         self.condition.lock()
-        while self.nextToServe < self.nextTicket, self.abandoned.remove(self.nextToServe) != nil {
-            self.nextToServe += 1
-        }
-        if self.nextToServe < self.nextTicket {
-            self.nextToServe += 1
+        if self.parkedHead < self.parked.count {
+            self.parked[self.parkedHead].granted = true
+            self.parkedHead += 1
+            if self.parkedHead == self.parked.count {
+                self.parked.removeAll(keepingCapacity: true)
+                self.parkedHead = 0
+            }
             self.condition.unlock()
             self.condition.broadcast()
             return true

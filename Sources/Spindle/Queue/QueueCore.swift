@@ -46,8 +46,13 @@ final class QueueCore: @unchecked Sendable {
     var barrierActive = false
     var finishedCount = 0
     var cancelledCount = 0
+    /// For a queue served by a run loop (the main queue) instead of a pool: that loop, and whether a perform that
+    /// will dispatch from it is already scheduled (at most one at a time).
+    let servingRunLoop: SpindleRunLoop?
+    var performPending = false
 
-    init(name: String, limit: Int) {
+    init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil) {
+        self.servingRunLoop = servingRunLoop
         self.name = name
         self.requestedLimit = limit
         self.limit = QueueCore.resolve(limit)
@@ -179,7 +184,7 @@ final class QueueCore: @unchecked Sendable {
 
     // MARK: - Workers
 
-    enum WakeAction { case none, signal, spawn }
+    enum WakeAction { case none, signal, spawn, performOnRunLoop }
 
     var canDispatchLocked: Bool { self.ready.count > 0 && self.running < self.limit && !self.suspended }
 
@@ -187,6 +192,11 @@ final class QueueCore: @unchecked Sendable {
     /// Caller holds `lock`; it performs the action after unlocking (`perform`).
     func wakeOrSpawnLocked() -> WakeAction {
         guard self.canDispatchLocked, !self.shuttingDown else { return .none }
+        if self.servingRunLoop != nil {
+            if self.performPending { return .none }
+            self.performPending = true
+            return .performOnRunLoop
+        }
         if self.parked > self.wakeupsInFlight {
             self.wakeupsInFlight += 1
             return .signal
@@ -216,6 +226,7 @@ final class QueueCore: @unchecked Sendable {
         case .none: return
         case .signal: self.workAvailable.signal()
         case .spawn: self.spawnWorker()
+        case .performOnRunLoop: self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
         }
     }
 
@@ -294,6 +305,21 @@ final class QueueCore: @unchecked Sendable {
             }
             return lines.joined(separator: "\n")
         }
+    }
+
+    /// Runs on the serving run loop's thread: dispatch one operation, then schedule the next perform if more work
+    /// may start (one operation per perform, so the loop's other sources get their turn in between).
+    private func serveFromRunLoop() {
+        let context = ThreadContext.current
+        self.lock.lock()
+        self.performPending = false
+        if self.canDispatchLocked {
+            self.dispatchOneUnlocking(context)
+            self.lock.lock()
+        }
+        let next = self.wakeOrSpawnLocked()
+        self.lock.unlock()
+        self.perform(next)
     }
 
     /// Takes the best ready operation (caller holds `lock`, which this releases) and runs it. The operation is a

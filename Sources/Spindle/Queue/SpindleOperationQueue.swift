@@ -30,6 +30,18 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         self.core.handle = self  // before any worker exists
     }
 
+    /// A queue whose operations run one at a time on the thread that runs `runLoop` (in its common modes), as the
+    /// main queue does on the main thread. The loop's thread must run it for anything to start.
+    init(name: String, servedBy runLoop: SpindleRunLoop) {
+        self.core = QueueCore(name: name, limit: 1, servingRunLoop: runLoop)
+        self.core.handle = self
+    }
+
+    /// The main queue: width 1, served by the main thread's run loop (`SpindleRunLoop.main`), so its operations
+    /// run on the main thread whenever that thread runs its run loop. Suspending, cancelling and changing its width
+    /// work as on any queue.
+    public static let main = SpindleOperationQueue(name: "SpindleOperationQueue.main", servedBy: SpindleRunLoop.main)
+
     deinit {
         self.core.shutdown()
     }
@@ -203,8 +215,12 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// How many operations are in the queue and not finished (barriers excluded). O(1).
     public var operationCount: Int { self.core.lock.withLock { self.core.memberCount - self.core.barrierCount } }
 
-    /// The queue whose worker is running the calling thread's current operation, if any.
-    public static var current: SpindleOperationQueue? { ThreadContext.current.queue }
+    /// The queue running the calling thread's current operation; on the main thread outside any operation, the
+    /// main queue; otherwise nil.
+    public static var current: SpindleOperationQueue? {
+        if let queue = ThreadContext.current.queue { return queue }
+        return SpindleThread.isMainThread ? SpindleOperationQueue.main : nil
+    }
 
     // MARK: - Cancelling and waiting
 

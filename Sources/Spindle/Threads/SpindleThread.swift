@@ -24,10 +24,16 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     private let lifecycle = Atomic<UInt8>(Lifecycle.created.rawValue)
     private let joinState: Atomic<UInt8>
     private let fieldsLock = InlineLock()
+    /// Held while applying the name or nice value to the kernel, and while the thread marks itself exited, so a
+    /// setter and the thread's own start-up cannot undo each other and no setter touches an exited thread.
+    private let kernelLock = SpindleMutex(.normal)
     private var nameValue: String  // protected by fieldsLock
     private var priorityValue = 0.5  // protected by fieldsLock
     /// Whether this is the process's main thread.
     public let isMain: Bool
+    /// A thread Spindle did not create (met through `current`): its kernel state is only changed from itself,
+    /// since nothing tells us when it exits.
+    private let isAdopted: Bool
 
     // MARK: - Current and main thread
 
@@ -57,6 +63,7 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
 
     private init(mainThread: ()) {
         self.isMain = true
+        self.isAdopted = false
         self.joinState = Atomic(JoinState.detached.rawValue)
         self.tidStorage.store(getpid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
@@ -67,6 +74,7 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// A thread Spindle did not create (for `current`).
     private init(adopting: ()) {
         self.isMain = false
+        self.isAdopted = true
         self.handleStorage.store(UInt(pthread_self()), ordering: .relaxed)
         self.joinState = Atomic(JoinState.detached.rawValue)
         self.tidStorage.store(cshim_gettid(), ordering: .relaxed)
@@ -76,6 +84,7 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
 
     private init(name: String, priority: Double, detached: Bool) {
         self.isMain = false
+        self.isAdopted = false
         self.joinState = Atomic(detached ? JoinState.detached.rawValue : JoinState.joinable.rawValue)
         self.nameValue = name
         self.priorityValue = priority
@@ -137,8 +146,10 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         var size = 0
         if let stackSize {
             let page = max(sysconf(Int32(_SC_PAGESIZE)), 4096)
-            size = max(stackSize, minimumStackSize)
-            size = (size + page - 1) / page * page
+            let (padded, overflow) = max(stackSize, minimumStackSize).addingReportingOverflow(page - 1)
+            // A size so large it cannot be rounded cannot be allocated either: report it as pthread would.
+            if overflow { throw .system(function: "pthread_attr_setstacksize", errno: EINVAL) }
+            size = padded / page * page
         }
         // The object exists before the thread runs (it is `current` there); the handle is stored once known.
         let thread = SpindleThread(name: cutName, priority: clamped, detached: detached)
@@ -159,18 +170,20 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// Runs on the new thread: publish identity, apply name and priority, run the body, clean up.
     fileprivate static func run(_ box: StartBox) {
         let thread = box.thread
-        thread.handleStorage.store(UInt(pthread_self()), ordering: .releasing)
-        thread.tidStorage.store(cshim_gettid(), ordering: .releasing)
-        thread.lifecycle.store(Lifecycle.running.rawValue, ordering: .releasing)
         currentSlot.value = thread
-        let name = thread.name
-        if !name.isEmpty { _ = name.withCString { cshim_pthread_setname_np(pthread_self(), $0) } }
-        // Always set our own nice value: a new thread inherits its creator's, which may not be what we were given.
-        let tid = cshim_gettid()
-        let wanted = niceValue(forPriority: thread.priority)
-        if cshim_getpriority_thread(tid) != wanted { _ = cshim_setpriority_thread(tid, wanted) }
+        thread.kernelLock.withLock {
+            thread.handleStorage.store(UInt(pthread_self()), ordering: .releasing)
+            thread.tidStorage.store(cshim_gettid(), ordering: .releasing)
+            thread.lifecycle.store(Lifecycle.running.rawValue, ordering: .releasing)
+            let name = thread.name
+            if !name.isEmpty { _ = name.withCString { cshim_pthread_setname_np(pthread_self(), $0) } }
+            // Always set our own nice value: a new thread inherits its creator's, which may not be ours.
+            let tid = cshim_gettid()
+            let wanted = niceValue(forPriority: thread.priority)
+            if cshim_getpriority_thread(tid) != wanted { _ = cshim_setpriority_thread(tid, wanted) }
+        }
         box.body()
-        thread.lifecycle.store(Lifecycle.exited.rawValue, ordering: .releasing)
+        thread.kernelLock.withLock { thread.lifecycle.store(Lifecycle.exited.rawValue, ordering: .releasing) }
         liveSpawned.subtract(1, ordering: .releasing)
         // `currentSlot` keeps `thread` alive until the thread-local destructor runs at thread exit.
     }
@@ -219,12 +232,27 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         get { self.withFields { $0.name } }
         set {
             let cut = SpindleThread.truncatedName(newValue)
-            self.withFields { $0.name = cut }
-            var target = self.handleStorage.load(ordering: .acquiring)
-            if target == 0, self.isMain, SpindleThread.isMainThread { target = UInt(pthread_self()) }
-            if target != 0, !self.isFinished {
-                // EPERM/ENOENT are seen in containers and after exit; the stored name still changes.
-                _ = cut.withCString { cshim_pthread_setname_np(pthread_t(target), $0) }
+            // Store and apply under kernelLock: the thread's start-up applies the stored name under it too, and
+            // marks itself exited under it, so the kernel ends with the last name set and no exited thread is hit.
+            // pthread_setname_np failures (EPERM in containers) are ignored; the stored name still changes.
+            self.kernelLock.withLock {
+                self.withFields { $0.name = cut }
+                if self.isMain {
+                    if SpindleThread.isMainThread {
+                        _ = cut.withCString { cshim_pthread_setname_np(pthread_self(), $0) }
+                    } else {
+                        SpindleThread.writeCommName(cut, tid: getpid())  // main's kernel id is the process id
+                    }
+                } else if self.isAdopted {
+                    if SpindleThread.currentSlot.value === self {
+                        _ = cut.withCString { cshim_pthread_setname_np(pthread_self(), $0) }
+                    }
+                } else {
+                    let target = self.handleStorage.load(ordering: .acquiring)
+                    if target != 0, !self.isFinished {
+                        _ = cut.withCString { cshim_pthread_setname_np(pthread_t(target), $0) }
+                    }
+                }
             }
         }
     }
@@ -238,10 +266,13 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     @discardableResult
     public func setPriority(_ value: Double) -> Bool {
         let clamped = SpindleThread.clampPriority(value)
-        self.withFields { $0.priority = clamped }
-        let tid = self.threadID
-        guard tid != 0, !self.isFinished else { return false }
-        return SpindleThread.applyNice(forPriority: clamped, tid: tid)
+        return self.kernelLock.withLock {  // see `name`: the same rule for the nice value
+            self.withFields { $0.priority = clamped }
+            let tid = self.threadID
+            guard tid != 0, !self.isFinished else { return false }
+            if self.isAdopted && SpindleThread.currentSlot.value !== self { return false }
+            return SpindleThread.applyNice(forPriority: clamped, tid: tid)
+        }
     }
 
     /// The nice value Spindle uses for a priority in 0…1.
@@ -297,6 +328,15 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         var bytes = buffer.prefix(n)
         if bytes.last == 10 { bytes = bytes.dropLast() }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Writes /proc/self/task/<tid>/comm (what pthread_setname_np does for another thread). Failures are
+    /// ignored, as for pthread_setname_np (EPERM is seen in containers).
+    static func writeCommName(_ name: String, tid: Int32) {
+        let fd = open("/proc/self/task/\(tid)/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { _ = close(fd) }
+        name.withCString { pointer in _ = write(fd, pointer, strlen(pointer)) }
     }
 
     static func kernelName(of thread: pthread_t) -> String? {

@@ -55,4 +55,16 @@ struct LockedValueTests {
         try runJoinableThreads(1, name: "locked-after") { _ in seen.withLockedValue { $0 = box.value } }
         #expect(seen.value == [1, 2, 3, 4])
     }
+
+    @Test("a non-copyable value can be held and mutated in place")
+    func nonCopyable() throws {
+        struct Token: ~Copyable {
+            var uses = 0
+        }
+        let box = SpindleLockedValue(Token())
+        try runJoinableThreads(4, name: "locked-nc") { _ in
+            for _ in 0..<10_000 { box.withLockedValue { $0.uses += 1 } }
+        }
+        #expect(box.withLockedValue { $0.uses } == 40_000)
+    }
 }

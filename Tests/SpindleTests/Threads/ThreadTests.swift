@@ -17,23 +17,15 @@ struct ThreadTests {
         #expect(thread.isFinished && !thread.isExecuting)
     }
 
-    @Test("joining twice throws threadAlreadyJoined")
-    func joinTwice() throws {
-        let thread = try SpindleThread.spawnJoinable(name: "twice") {}
-        try thread.join()
-        expectSpindleError(.threadAlreadyJoined(name: "twice")) { try thread.join() }
-    }
-
-    @Test("joining a detached thread throws threadNotJoinable")
-    func joinDetached() throws {
+    @Test("join misuse throws: twice, a detached thread, the main thread, an adopted thread")
+    func joinMisuse() throws {
+        let twice = try SpindleThread.spawnJoinable(name: "twice") {}
+        try twice.join()
+        expectSpindleError(.threadAlreadyJoined(name: "twice")) { try twice.join() }
         let gate = OracleSemaphore()
-        let thread = try SpindleThread.detach(name: "detached") { _ = gate.wait() }
-        expectSpindleError(.threadNotJoinable(name: "detached")) { try thread.join() }
+        let detached = try SpindleThread.detach(name: "detached") { _ = gate.wait() }
+        expectSpindleError(.threadNotJoinable(name: "detached")) { try detached.join() }
         gate.post()
-    }
-
-    @Test("joining the main thread or an adopted thread throws threadNotJoinable")
-    func joinNotSpawned() throws {
         expectSpindleError(.threadNotJoinable(name: SpindleThread.main.name)) { try SpindleThread.main.join() }
         let adopted = SpindleThread.current  // the test runner's thread (unless it is the main thread)
         expectSpindleError(.threadNotJoinable(name: adopted.name)) { try adopted.join() }
@@ -182,8 +174,7 @@ struct ThreadTests {
         #expect(thread.setPriority(0.3) == false)  // exited: nothing to apply
         #expect(thread.priority == 0.3)
         #expect(thread.setPriority(7) == false && thread.priority == 1.0)  // clamped
-        #expect(SpindleThread.niceValue(forPriority: 0) == 19 && SpindleThread.niceValue(forPriority: 1) == -20)
-        #expect(SpindleThread.niceValue(forPriority: 0.5) == 0 && SpindleThread.niceValue(forPriority: .nan) == 0)
+        #expect([0, 1, 0.5, .nan].map(SpindleThread.niceValue(forPriority:)) == [19, -20, 0, 0])
     }
 
     @Test("a default-priority thread runs at nice 0 even when spawned by a low-priority thread")
@@ -208,6 +199,22 @@ struct ThreadTests {
             }
             try? probe?.join()
             exit(same.value ? 0 : 1)
+        }
+    }
+
+    @Test("renaming the main thread from another thread reaches the kernel")
+    func renameMainFromAnotherThread() async {
+        await #expect(processExitsWith: .success) {  // a fresh process, so the runner's name is untouched
+            let probe = try? SpindleThread.spawnJoinable(name: "renamer") { SpindleThread.main.name = "new-main" }
+            try? probe?.join()
+            exit(readComm(tid: getpid()) == "new-main" && SpindleThread.main.name == "new-main" ? 0 : 1)
+        }
+    }
+
+    @Test("a stack size near Int.max makes spawning throw, not trap")
+    func hugeStackThrows() async {
+        await #expect(processExitsWith: .success) {  // an exabyte stack cannot be made: the spawn must throw
+            exit((try? SpindleThread.spawnJoinable(stackSize: Int.max) {}) == nil ? 0 : 2)
         }
     }
 
