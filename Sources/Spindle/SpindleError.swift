@@ -66,6 +66,8 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case invalidTimerInterval(Double)
     /// Watching a descriptor that is not open (or negative).
     case invalidDescriptor(Int32)
+    /// Adding a port, timer or descriptor source to a run loop while it is scheduled on another live run loop.
+    case scheduledOnAnotherRunLoop(name: String)
 
     public var description: String {
         switch self {
@@ -98,6 +100,7 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .runLoopNotOwned: return "a run loop can only be run by the thread that owns it"
         case .invalidTimerInterval(let v): return "a timer interval must be a finite number >= 0 (\(v) was given)"
         case .invalidDescriptor(let fd): return "descriptor \(fd) is not open"
+        case .scheduledOnAnotherRunLoop(let n): return "'\(n)' is already scheduled on another run loop"
         }
     }
 }

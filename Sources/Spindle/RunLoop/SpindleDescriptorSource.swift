@@ -77,15 +77,15 @@ public final class SpindleDescriptorSource: @unchecked Sendable {
 
     // MARK: - Loop side
 
-    /// Loop lock. Joins `mode` of `loop`; returns whether it was added (false when finished or already there).
-    /// Traps when the source is scheduled on another live loop.
-    func loopAttach(_ loop: SpindleRunLoop, mode: SpindleRunLoop.Mode) -> Bool {
-        self.state.withLock { state in
+    /// Loop lock. Joins `mode` of `loop`; returns whether it was added (false when finished or already there),
+    /// or nil when the source is scheduled on another live loop.
+    func loopAttach(_ loop: SpindleRunLoop, mode: SpindleRunLoop.Mode) -> Bool? {
+        self.state.withLock { state -> Bool? in
             switch state.phase {
             case .finished:
                 return false
             case .scheduled where state.loop != nil:
-                precondition(state.loop === loop, "SpindleDescriptorSource: already scheduled on another run loop")
+                if state.loop !== loop { return nil }
             case .scheduled, .idle:
                 state.phase = .scheduled
                 state.loop = loop

@@ -15,7 +15,7 @@ protocol RunLoopPortEntry: AnyObject, Sendable {
 }
 
 /// What `loopAttach` did.
-enum RunLoopAttachResult { case added, alreadyInMode, invalidated }
+enum RunLoopAttachResult { case added, alreadyInMode, invalidated, otherLoop }
 
 /// A port: any thread sends typed messages, and a handler receives them on the thread of the run loop the port
 /// is scheduled on (NSPort/CFMessagePort's role within one process).
@@ -115,7 +115,7 @@ public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked 
         self.state.withLock { state in
             guard state.phase == .valid else { return .invalidated }
             if let current = state.loop {
-                precondition(current === loop, "SpindlePort '\(self.name)': already scheduled on another run loop")
+                if current !== loop { return .otherLoop }
             } else {
                 state.loop = loop
                 state.modes = []

@@ -94,8 +94,9 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
 
     /// Schedules `port` in `mode`, so this loop delivers its messages when running that mode. Adding it to a
     /// mode it is already in does nothing; adding it to another mode schedules it there too. Any thread; wakes
-    /// the loop. Traps if the port is scheduled on another live run loop.
-    /// - Throws: `SpindleError.portInvalidated` if the port was invalidated.
+    /// the loop.
+    /// - Throws: `SpindleError.portInvalidated` if the port was invalidated; `scheduledOnAnotherRunLoop` if it is
+    ///   scheduled on another live run loop. Nothing changes then.
     public func add<Message>(_ port: SpindlePort<Message>, forMode mode: Mode = .default) throws(SpindleError) {
         let result = self.state.withLock { state -> RunLoopAttachResult in
             let result = port.loopAttach(self, mode: mode)
@@ -103,6 +104,7 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
             return result
         }
         if result == .invalidated { throw .portInvalidated(name: port.name) }
+        if result == .otherLoop { throw .scheduledOnAnotherRunLoop(name: port.name) }
         self.wakeUp()
     }
 
@@ -136,15 +138,21 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
 
     /// Schedules `timer` in `mode`. The first `add` sets its first firing one interval from now; adding it to
     /// more modes of this loop does not move it. Adding an invalidated timer does nothing. Any thread; wakes the
-    /// loop so it recomputes its sleep. Traps if the timer is scheduled on another live run loop.
-    public func add(_ timer: SpindleTimer, forMode mode: Mode = .default) {
+    /// loop so it recomputes its sleep.
+    /// - Throws: `scheduledOnAnotherRunLoop` if the timer is scheduled on another live run loop (nothing changes).
+    public func add(_ timer: SpindleTimer, forMode mode: Mode = .default) throws(SpindleError) {
         let now = cshim_clock_monotonic_ns()
-        self.state.withLock { state in
-            guard let entry = timer.loopSchedule(on: self, mode: mode, now: now, sequence: { state.takeSequence() })
-            else { return }
-            state.tables[mode, default: RunLoopModeTable()].timers[ObjectIdentifier(timer)] = timer
-            state.tables[mode]!.heap.push(entry)
+        let elsewhere = self.state.withLock { state -> Bool in
+            switch timer.loopSchedule(on: self, mode: mode, now: now, sequence: { state.takeSequence() }) {
+            case .otherLoop: return true
+            case .unchanged: return false
+            case .push(let entry):
+                state.tables[mode, default: RunLoopModeTable()].timers[ObjectIdentifier(timer)] = timer
+                state.tables[mode]!.heap.push(entry)
+                return false
+            }
         }
+        if elsewhere { throw .scheduledOnAnotherRunLoop(name: "SpindleTimer") }
         self.wakeUp()
     }
 
@@ -164,13 +172,20 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     // MARK: - Descriptor sources
 
     /// Starts watching `source`'s descriptor when this loop runs `mode`. Adding it to a mode it is already in, or
-    /// adding a finished source, does nothing. Any thread; wakes the loop. Traps if the source is scheduled on
-    /// another live run loop.
-    public func add(_ source: SpindleDescriptorSource, forMode mode: Mode = .default) {
-        self.state.withLock { state in
-            guard source.loopAttach(self, mode: mode) else { return }
-            state.tables[mode, default: RunLoopModeTable()].sources[ObjectIdentifier(source)] = source
+    /// adding a finished source, does nothing. Any thread; wakes the loop.
+    /// - Throws: `scheduledOnAnotherRunLoop` if the source is scheduled on another live run loop (nothing
+    ///   changes).
+    public func add(_ source: SpindleDescriptorSource, forMode mode: Mode = .default) throws(SpindleError) {
+        let elsewhere = self.state.withLock { state -> Bool in
+            switch source.loopAttach(self, mode: mode) {
+            case nil: return true
+            case false: return false
+            case true:
+                state.tables[mode, default: RunLoopModeTable()].sources[ObjectIdentifier(source)] = source
+                return false
+            }
         }
+        if elsewhere { throw .scheduledOnAnotherRunLoop(name: "SpindleDescriptorSource(\(source.descriptor))") }
         self.wakeUp()
     }
 

@@ -117,16 +117,18 @@ public final class SpindleTimer: @unchecked Sendable {
     // MARK: - Loop side (called with the owning loop's lock held)
 
     /// Schedules the timer on `loop` in `mode` at `now`. Returns the heap entry to push, or nil when nothing
-    /// changes (invalidated, or already in that mode). Traps when the timer is scheduled on another live loop.
+    /// changes (invalidated, or already in that mode), or `.otherLoop` when it is scheduled on another live loop.
+    enum ScheduleResult { case push(RunLoopTimerEntry), unchanged, otherLoop }
+
     func loopSchedule(on loop: SpindleRunLoop, mode: SpindleRunLoop.Mode, now: UInt64,
-                      sequence: () -> UInt64) -> RunLoopTimerEntry? {
-        self.state.withLock { state in
+                      sequence: () -> UInt64) -> ScheduleResult {
+        self.state.withLock { state -> ScheduleResult in
             switch state.phase {
             case .invalidated:
-                return nil
+                return .unchanged
             case .scheduled where state.loop != nil:
-                precondition(state.loop === loop, "SpindleTimer: already scheduled on another run loop")
-                guard state.modes.insert(mode).inserted else { return nil }
+                if state.loop !== loop { return .otherLoop }
+                guard state.modes.insert(mode).inserted else { return .unchanged }
             case .scheduled, .unscheduled:
                 state.phase = .scheduled
                 state.loop = loop
@@ -136,8 +138,8 @@ public final class SpindleTimer: @unchecked Sendable {
                 let (sum, overflow) = now.addingReportingOverflow(self.intervalNanoseconds)
                 state.fireNanoseconds = overflow ? .max : sum
             }
-            return RunLoopTimerEntry(fireNanoseconds: state.fireNanoseconds, sequence: state.sequence,
-                                     generation: state.generation, timer: self)
+            return .push(RunLoopTimerEntry(fireNanoseconds: state.fireNanoseconds, sequence: state.sequence,
+                                           generation: state.generation, timer: self))
         }
     }
 

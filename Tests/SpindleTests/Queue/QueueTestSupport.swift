@@ -157,15 +157,10 @@ func qtMonotonicSeconds() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
-/// Polls `condition` until it holds or `seconds` pass. Only for weak references and /proc facts.
+/// Polls `condition` until it holds or `seconds` pass. Only for weak references and /proc facts (the shared
+/// `waitUntil` of Support/TestSupport.swift).
 func qtWaitUntil(seconds: Double = qtDeadline, _ condition: () -> Bool) -> Bool {
-    let end = qtMonotonicSeconds() + seconds
-    var pause = timespec(tv_sec: 0, tv_nsec: 500_000)
-    while !condition() {
-        if qtMonotonicSeconds() >= end { return condition() }
-        nanosleep(&pause, nil)
-    }
-    return true
+    waitUntil(deadline: seconds, condition)
 }
 
 // MARK: - Queues and errors
@@ -181,17 +176,10 @@ func qtWorkerThreadCount(_ queue: SpindleOperationQueue) -> Int {
     queue.core.lock.withLock { queue.core.threads.count }
 }
 
-/// Expects `body` to throw exactly `expected` (compared by description: every case prints its payload).
+/// Expects `body` to throw exactly `expected` (the shared `expectSpindleError`).
 func qtExpectError(_ expected: SpindleError, sourceLocation: SourceLocation = #_sourceLocation,
                    _ body: () throws -> Void) {
-    do {
-        try body()
-        Issue.record("expected \(expected), but nothing was thrown", sourceLocation: sourceLocation)
-    } catch let error as SpindleError {
-        #expect(error.description == expected.description, sourceLocation: sourceLocation)
-    } catch {
-        Issue.record("expected \(expected), but \(error) was thrown", sourceLocation: sourceLocation)
-    }
+    expectSpindleError(expected, sourceLocation: sourceLocation, body)
 }
 
 /// A block operation with a name (names make error payloads predictable).

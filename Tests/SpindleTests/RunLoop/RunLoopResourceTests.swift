@@ -15,7 +15,7 @@ struct RunLoopResourceTests {
             let port = SpindlePort<Int>(name: "idle") { _ in }
             try loop.add(port, forMode: .default)
             let far = try SpindleTimer(interval: 3600, repeats: false) { _ in }
-            loop.add(far, forMode: .default)
+            try loop.add(far, forMode: .default)
             let cpuStart = cshim_clock_thread_cputime_ns()
             let start = cshim_clock_monotonic_ns()
             try loop.run(until: T.after(1.0))
@@ -38,7 +38,7 @@ struct RunLoopResourceTests {
                 let port = SpindlePort<Int>(name: "fd") { _ in }
                 try? loop.add(port, forMode: .default)
                 if let timer = try? SpindleTimer(interval: 0.001, repeats: false, handler: { _ in }) {
-                    loop.add(timer, forMode: .default)
+                    try! loop.add(timer, forMode: .default)
                 }
                 try? port.send(1)
                 _ = try? loop.runOnce(before: T.after(10))
@@ -99,7 +99,7 @@ struct RunLoopResourceTests {
                 }
             }
             sourceBox.withLock { $0 = source }
-            loop.add(source, forMode: .default)
+            try loop.add(source, forMode: .default)
             let writer = try T.spawn("rl-writer") {
                 _ = "hi".withCString { write(writeEnd, $0, 2) }
                 close(writeEnd)
@@ -131,7 +131,7 @@ struct RunLoopResourceTests {
                 box.withLock { $0 }?.cancel()
             }
             box.withLock { $0 = source }
-            loop.add(source, forMode: .default)
+            try loop.add(source, forMode: .default)
             try loop.run(until: T.after(10))  // one writable event, then cancel leaves the mode empty
             guard !source.isActive else { throw TestFailure(message: "cancelled source still active") }
         }

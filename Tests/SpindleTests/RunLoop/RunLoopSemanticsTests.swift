@@ -89,7 +89,7 @@ struct RunLoopSemanticsTests {
             }
             guard loop.limitDate(forMode: "other") == nil else { throw TestFailure(message: "other mode not empty") }
             let timer = try SpindleTimer(interval: 2, repeats: false) { _ in }
-            loop.add(timer, forMode: .default)
+            try loop.add(timer, forMode: .default)
             let fire = try #require(timer.fireDate)
             let limit = try #require(loop.limitDate(forMode: .default))
             let difference = Int64(bitPattern: limit.uptimeNanoseconds &- fire.uptimeNanoseconds)
@@ -106,7 +106,7 @@ struct RunLoopSemanticsTests {
         try T.onNewThread {
             let loop = SpindleRunLoop.current
             let timer = try SpindleTimer(interval: 0.001, repeats: false) { _ in fired.record() }
-            loop.add(timer, forMode: .default)
+            try loop.add(timer, forMode: .default)
             let fire = try #require(timer.fireDate)
             while !fire.hasPassed {}  // a 1 ms spin so the timer is due: not a wait for another thread
             let start = cshim_clock_monotonic_ns()
@@ -129,7 +129,7 @@ struct RunLoopSemanticsTests {
                 fired.record()
                 firedAt.withLock { $0 = T.seconds(since: start) }
             }
-            loop.add(timer, forMode: "custom")
+            try loop.add(timer, forMode: "custom")
             let handled = try loop.runOnce(mode: "custom", before: T.after(5))
             result.withLock { $0 = (handled, T.seconds(since: start), firedAt.withLock { $0 }) }
         }
@@ -153,7 +153,7 @@ struct RunLoopSemanticsTests {
             try? loop.add(port, forMode: .default)
             guard let timer = try? SpindleTimer(interval: 0.02, repeats: true, handler: { _ in fired.record() })
             else { return }
-            loop.add(timer, forMode: .default)
+            try! loop.add(timer, forMode: .default)
             let start = cshim_clock_monotonic_ns()
             let first = (try? loop.runOnce(before: T.after(0.3))) ?? true
             let firstElapsed = T.seconds(since: start)
@@ -183,11 +183,11 @@ struct RunLoopSemanticsTests {
             let common = try SpindleTimer(interval: 0.01, repeats: false) { _ in
                 seen.withLock { $0.append("common:" + (SpindleRunLoop.current.currentMode?.name ?? "nil")) }
             }
-            loop.add(common, forMode: .common)
+            try loop.add(common, forMode: .common)
             try loop.run(until: T.after(10))
             let custom: SpindleRunLoop.Mode = "tracking"
             let skipped = try SpindleTimer(interval: 0.01, repeats: false) { _ in seen.withLock { $0.append("x") } }
-            loop.add(skipped, forMode: .common)
+            try loop.add(skipped, forMode: .common)
             // "tracking" is not a common mode yet: running it serves nothing, so it returns at once.
             try loop.run(until: T.after(10), mode: custom)
             loop.addCommonMode(custom)
@@ -310,7 +310,7 @@ struct RunLoopSemanticsTests {
         try poster.join()
         #expect(try SpindleRunLoop.main.runOnce(before: T.after(10)))
         let timer = try SpindleTimer(interval: 0.01, repeats: false) { _ in ran.record() }
-        SpindleRunLoop.main.add(timer, forMode: .default)
+        try SpindleRunLoop.main.add(timer, forMode: .default)
         try SpindleRunLoop.main.run(until: T.after(10))
         #expect(ran.count == 2)
     }

@@ -26,7 +26,7 @@ struct RunLoopTimerTests {
                 let timer = try SpindleTimer(interval: interval, repeats: false) { _ in
                     fired.withLock { $0.append(fireSlot.withLock { $0 }) }
                 }
-                loop.add(timer, forMode: .default)
+                try loop.add(timer, forMode: .default)
                 let fire = try #require(timer.fireDate).uptimeNanoseconds
                 fireSlot.withLock { $0 = fire }
                 scheduled.withLock { $0.append(fire) }
@@ -53,7 +53,7 @@ struct RunLoopTimerTests {
                 T.burn(seconds: 0.01)  // a slow callback must not push later firings back
                 if fireTimes.withLock({ $0.count }) == 5 { T.burn(seconds: 0.12) }  // misses two grid points
             }
-            loop.add(timer, forMode: .default)
+            try loop.add(timer, forMode: .default)
             first.withLock { $0 = timer.fireDate!.uptimeNanoseconds }
             try loop.run(until: T.after(1.0))
             timer.invalidate()
@@ -81,7 +81,7 @@ struct RunLoopTimerTests {
             let loop = SpindleRunLoop.current
             guard let timer = try? SpindleTimer(interval: 60, repeats: false, handler: { _ in fired.record() })
             else { return }
-            loop.add(timer, forMode: .default)
+            try! loop.add(timer, forMode: .default)
             timerBox.withLock { $0 = timer }
             ready.signal()
             let start = cshim_clock_monotonic_ns()
@@ -107,9 +107,9 @@ struct RunLoopTimerTests {
             guard timer.tolerance == 0.5, timer.fireDate == nil else { throw TestFailure(message: "tolerance") }
             let slow = try SpindleTimer(interval: 5, repeats: false) { _ in }
             let loop = SpindleRunLoop.current
-            loop.add(slow, forMode: .default)
+            try loop.add(slow, forMode: .default)
             let fire = slow.fireDate
-            loop.add(slow, forMode: "other")
+            try loop.add(slow, forMode: "other")
             guard slow.fireDate == fire, loop.contains(slow, inMode: "other") else {
                 throw TestFailure(message: "second mode moved the fire date")
             }
@@ -117,7 +117,7 @@ struct RunLoopTimerTests {
             guard !loop.contains(slow, inMode: .default), loop.limitDate(forMode: .default) == nil else {
                 throw TestFailure(message: "invalidated timer still scheduled")
             }
-            loop.add(timer, forMode: .default)
+            try loop.add(timer, forMode: .default)
             try loop.run(until: T.after(10))
             guard !timer.isValid else { throw TestFailure(message: "one-shot timer still valid after firing") }
         }

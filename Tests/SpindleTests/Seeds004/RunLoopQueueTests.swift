@@ -20,7 +20,7 @@ import Testing
                 self.tid = SpindleThread.current.threadID
                 // A timer keeps the loop from returning at once for lack of sources.
                 let keepAlive = try! SpindleTimer(interval: 3600, repeats: true) { _ in }
-                self.loop.add(keepAlive, forMode: .default)
+                try! self.loop.add(keepAlive, forMode: .default)
                 self.ready.signal()
                 while !self.done.value {
                     _ = try? self.loop.runOnce(before: .after(.seconds(1)))
@@ -108,5 +108,48 @@ import Testing
         }
         #expect(op.isFinished)
         #expect(onMain.value)
+    }
+}
+
+/// Scheduling a port, timer or descriptor source on a second live run loop is misuse: a typed error, and the
+/// source stays where it was.
+@Suite struct RunLoopMisuseTests {
+    @Test func schedulingOnASecondLiveRunLoopThrows() throws {
+        let other = SpindleLockedValue<SpindleRunLoop?>(nil)
+        let gotLoop = try SpindleSemaphore(value: 0)
+        let finish = try SpindleSemaphore(value: 0)
+        let thread = try SpindleThread.spawnJoinable(name: "other-loop") {
+            other.withLockedValue { $0 = SpindleRunLoop.current }
+            gotLoop.signal()
+            _ = finish.wait(timeout: .seconds(30))
+        }
+        defer {
+            finish.signal()
+            try? thread.join()
+        }
+        #expect(gotLoop.wait(timeout: .seconds(10)))
+        let here = SpindleRunLoop.current
+        let there = try #require(other.value)
+
+        let port = SpindlePort<Int>(name: "p") { _ in }
+        try here.add(port)
+        #expect(throws: SpindleError.self) { try there.add(port) }
+        #expect(here.contains(port, inMode: .default))
+
+        let timer = try SpindleTimer(interval: 60, repeats: false) { _ in }
+        try here.add(timer, forMode: .default)
+        #expect(throws: SpindleError.self) { try there.add(timer, forMode: .default) }
+        #expect(here.contains(timer, inMode: .default) && !there.contains(timer, inMode: .default))
+
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let source = try SpindleDescriptorSource(descriptor: fds[0], interest: .readable) { _ in }
+        try here.add(source)
+        #expect(throws: SpindleError.self) { try there.add(source) }
+
+        port.invalidate()
+        timer.invalidate()
+        source.cancel()
     }
 }
