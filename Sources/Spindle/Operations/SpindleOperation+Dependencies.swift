@@ -24,16 +24,18 @@ extension SpindleOperation {
     ///   cycle) when `operation` already waits, directly or not, for this one. Nothing changes then.
     public final func addDependency(_ operation: SpindleOperation) throws(SpindleError) {
         if operation === self { throw .selfDependency(name: self.displayName) }
-        try DependencyGraph.lock.withLock { () throws(SpindleError) in
-            if self.dependencyListContains(operation) { return }
+        let becameUnready = try DependencyGraph.lock.withLock { () throws(SpindleError) -> Bool in
+            if self.dependencyListContains(operation) { return false }
             if let cycle = self.pathOfUnfinishedDependencies(from: operation) {
                 throw .dependencyCycle(cycle: ([self] + cycle).map(\.displayName))
             }
             // Count it until `operation` has released its dependents (after its completion block), atomically
             // with that step (under its lock).
-            operation.withLocked { upstream in
-                guard !upstream.dependentsReleased else { return }
-                if self.addPendingDependency() { upstream.dependents.append(WeakOperation(self)) }
+            let wasReady = self.isReady
+            let counted = operation.withLocked { upstream -> Bool in
+                guard !upstream.dependentsReleased, self.addPendingDependency() else { return false }
+                upstream.dependents.append(WeakOperation(self))
+                return true
             }
             self.withLocked { l in
                 l.dependencies.append(operation)
@@ -43,9 +45,10 @@ extension SpindleOperation {
                     l.dependencySet = Set(l.dependencies.map(ObjectIdentifier.init))
                 }
             }
+            return counted && wasReady && !self.isReady
         }
         self.emit(.dependencies)
-        self.emit(.isReady)
+        if becameUnready { self.emit(.isReady) }
     }
 
     /// Stops waiting for `operation`. If nothing else holds this one back it becomes ready (and its queue starts

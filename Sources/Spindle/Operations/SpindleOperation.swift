@@ -160,21 +160,21 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         let context = ThreadContext.current
         let previous = context.operation
         context.operation = self
+        // One thread-local read and one atomic load in the common case (both 0.5): no syscall, no lock.
         let wanted = self.threadPriority
+        let thread = SpindleThread.current
+        let current = thread.priority
         var restore: Double? = nil
-        if wanted != 0.5 || SpindleThread.current.priority != 0.5 {
-            let thread = SpindleThread.current
-            if thread.priority != wanted {
-                restore = thread.priority
-                thread.setPriority(wanted)
-            }
+        if current != wanted {
+            restore = current
+            thread.setPriority(wanted)
         }
         do {
             try self.main()
         } catch {
             self.withLocked { $0.error = error }
         }
-        if let restore { SpindleThread.current.setPriority(restore) }
+        if let restore { thread.setPriority(restore) }
         context.operation = previous
     }
 

@@ -9,7 +9,8 @@ import Synchronization
 ///   `tid` is published by the new thread itself and read through `tidStorage` (an atomic; 0 until known).
 /// - `lifecycle` is an atomic: `.created` → `.running` → `.exited` (forward only; set by the thread itself);
 ///   `joinState` is an atomic: `.joinable` → `.joined` (by `join()`), or `.detached` from the start.
-/// - `nameStorage` and `priorityStorage` are under `fieldsLock` (inline): any thread may read or set them.
+/// - `nameValue` is under `fieldsLock` (inline); `priorityBits` is an atomic (read lock-free on every operation
+///   start). Any thread may read or set them; applying them to the kernel happens under `kernelLock`.
 ///
 /// Lifetime: a spawned thread keeps its `SpindleThread` alive until it exits (it is its `current`). A joinable
 /// thread must be joined; one released without `join()` is reported on standard error, counted in
@@ -28,7 +29,7 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// setter and the thread's own start-up cannot undo each other and no setter touches an exited thread.
     private let kernelLock = SpindleMutex(.normal)
     private var nameValue: String  // protected by fieldsLock
-    private var priorityValue = 0.5  // protected by fieldsLock
+    private let priorityBits = Atomic<UInt64>((0.5).bitPattern)
     /// Whether this is the process's main thread.
     public let isMain: Bool
     /// A thread Spindle did not create (met through `current`): its kernel state is only changed from itself,
@@ -87,14 +88,14 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         self.isAdopted = false
         self.joinState = Atomic(detached ? JoinState.detached.rawValue : JoinState.joinable.rawValue)
         self.nameValue = name
-        self.priorityValue = priority
+        self.priorityBits.store(priority.bitPattern, ordering: .relaxed)
     }
 
     deinit {
         let handle = self.handleStorage.load(ordering: .acquiring)
         if self.joinState.load(ordering: .acquiring) == JoinState.joinable.rawValue, handle != 0 {
             SpindleThread.unjoinedReleases.add(1, ordering: .relaxed)
-            let name = self.withFields { $0.name }
+            let name = self.name
             writeToStandardError("Spindle: joinable thread '\(name)' released without join(); detaching it")
             _ = pthread_detach(pthread_t(handle))
         }
@@ -229,14 +230,20 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// The thread's name as the kernel has it: at most 15 bytes, cut on a UTF-8 boundary. Readable and settable
     /// from any thread; setting it on a thread that has exited only changes the stored value.
     public var name: String {
-        get { self.withFields { $0.name } }
+        get {
+            self.fieldsLock.lock()
+            defer { self.fieldsLock.unlock() }
+            return self.nameValue
+        }
         set {
             let cut = SpindleThread.truncatedName(newValue)
             // Store and apply under kernelLock: the thread's start-up applies the stored name under it too, and
             // marks itself exited under it, so the kernel ends with the last name set and no exited thread is hit.
             // pthread_setname_np failures (EPERM in containers) are ignored; the stored name still changes.
             self.kernelLock.withLock {
-                self.withFields { $0.name = cut }
+                self.fieldsLock.lock()
+                self.nameValue = cut
+                self.fieldsLock.unlock()
                 if self.isMain {
                     if SpindleThread.isMainThread {
                         _ = cut.withCString { cshim_pthread_setname_np(pthread_self(), $0) }
@@ -260,14 +267,14 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// The thread's scheduling priority in 0…1 (clamped); 0.5 is nice 0, 1 is nice -20, 0 is nice 19. Reads
     /// return the value last set. Setting applies the nice value to this one thread; raising priority above the
     /// process's needs CAP_SYS_NICE, and then the kernel keeps its old value (the call reports false).
-    public var priority: Double { self.withFields { $0.priority } }
+    public var priority: Double { Double(bitPattern: self.priorityBits.load(ordering: .relaxed)) }
 
     /// Sets `priority` (see there). Returns whether the kernel accepted the new nice value.
     @discardableResult
     public func setPriority(_ value: Double) -> Bool {
         let clamped = SpindleThread.clampPriority(value)
         return self.kernelLock.withLock {  // see `name`: the same rule for the nice value
-            self.withFields { $0.priority = clamped }
+            self.priorityBits.store(clamped.bitPattern, ordering: .relaxed)
             let tid = self.threadID
             guard tid != 0, !self.isFinished else { return false }
             if self.isAdopted && SpindleThread.currentSlot.value !== self { return false }
@@ -285,20 +292,6 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: - Helpers
 
-    private struct Fields {
-        var name: String
-        var priority: Double
-    }
-
-    private func withFields<R>(_ body: (inout Fields) -> R) -> R {
-        self.fieldsLock.lock()
-        defer { self.fieldsLock.unlock() }
-        var fields = Fields(name: self.nameValue, priority: self.priorityValue)
-        let result = body(&fields)
-        self.nameValue = fields.name
-        self.priorityValue = fields.priority
-        return result
-    }
 
     static func clampPriority(_ p: Double) -> Double { p.isNaN ? 0.5 : min(1, max(0, p)) }
 

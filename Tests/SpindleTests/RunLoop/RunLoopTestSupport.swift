@@ -43,15 +43,10 @@ enum RunLoopTestSupport {
         return count - 3  // ".", ".." and the directory's own descriptor
     }
 
-    /// Polls a /proc fact until it holds or `seconds` pass (the only polling the tests allow).
+    /// Polls a /proc fact until it holds or `seconds` pass (the only polling the tests allow): the shared
+    /// `waitUntil` of Support/TestSupport.swift.
     static func poll(seconds: Double, _ condition: () -> Bool) -> Bool {
-        let end = cshim_clock_monotonic_ns() + UInt64(seconds * 1e9)
-        var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
-        while !condition() {
-            if cshim_clock_monotonic_ns() >= end { return condition() }
-            nanosleep(&pause, nil)
-        }
-        return true
+        waitUntil(deadline: seconds, condition)
     }
 
     /// Burns CPU on the calling thread for `seconds` (simulates a slow callback; not a wait).
