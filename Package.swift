@@ -7,6 +7,13 @@ let package = Package(
         .library(name: "Spindle", targets: ["Spindle"]),
         .executable(name: "spindle-stress", targets: ["SpindleStress"]),
     ],
+    dependencies: [
+        // Benchmarks only (the library depends on nothing). Explicit traits: the default set pulls a runtime
+        // interposer that is not available here.
+        .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
+        // Benchmarks only: NIOThreadPool is one of the peers we measure against.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+    ],
     targets: [
         // The only C in the package: thin wrappers over pthreads, eventfd and poll. No policy.
         .target(name: "CShim", path: "CShim", cSettings: [.define("_GNU_SOURCE")]),
@@ -18,6 +25,15 @@ let package = Package(
         .target(name: "CMallocCounter", path: "Tests/CMallocCounter"),
         .testTarget(name: "SpindleTests", dependencies: ["Spindle", "CShim", "CMallocCounter"],
                     path: "Tests/SpindleTests"),
+        // `swift package benchmark` runs these: Spindle and its peers (Foundation, Dispatch, NIO, raw pthreads)
+        // side by side in one run.
+        .executableTarget(
+            name: "SpindleBenchmarks",
+            dependencies: ["Spindle", .product(name: "Benchmark", package: "benchmark"),
+                           .product(name: "NIOPosix", package: "swift-nio")],
+            path: "Benchmarks/SpindleBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -37,6 +37,8 @@ int cshim_getpriority_thread(pid_t tid) {
     return getpriority(PRIO_PROCESS, (id_t)tid);
 }
 
+__thread void *cshim_tls_context = 0;
+
 int cshim_sched_getaffinity_count(void) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -51,6 +53,7 @@ int cshim_pthread_mutex_init(pthread_mutex_t *mutex, int kind) {
     int type = PTHREAD_MUTEX_NORMAL;
     if (kind == CSHIM_MUTEX_RECURSIVE) type = PTHREAD_MUTEX_RECURSIVE;
     else if (kind == CSHIM_MUTEX_ERRORCHECK) type = PTHREAD_MUTEX_ERRORCHECK;
+    else if (kind == CSHIM_MUTEX_ADAPTIVE) type = PTHREAD_MUTEX_ADAPTIVE_NP;
     err = pthread_mutexattr_settype(&attr, type);
     if (err == 0) err = pthread_mutex_init(mutex, &attr);
     int destroyErr = pthread_mutexattr_destroy(&attr);

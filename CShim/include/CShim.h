@@ -58,7 +58,7 @@ int cshim_sched_getaffinity_count(void);
 // MARK: - Mutexes and condition variables
 
 /// The kinds `cshim_pthread_mutex_init` accepts (mirrors `PTHREAD_MUTEX_*`).
-enum { CSHIM_MUTEX_NORMAL = 0, CSHIM_MUTEX_RECURSIVE = 1, CSHIM_MUTEX_ERRORCHECK = 2 };
+enum { CSHIM_MUTEX_NORMAL = 0, CSHIM_MUTEX_RECURSIVE = 1, CSHIM_MUTEX_ERRORCHECK = 2, CSHIM_MUTEX_ADAPTIVE = 3 };
 
 /// Wraps `pthread_mutexattr_settype` and `pthread_mutex_init`. Pthread-style.
 int cshim_pthread_mutex_init(pthread_mutex_t *mutex, int kind);
@@ -105,5 +105,21 @@ static inline int cshim_close(int fd) { return close(fd); }
 
 /// `errno` of the calling thread (a macro in glibc).
 static inline int cshim_errno(void) { return errno; }
+
+/// One pointer-sized thread-local slot with the cheapest access the platform has (no pthread_getspecific call).
+/// Spindle keeps its per-thread context object here; the object's lifetime is managed in Swift.
+extern __thread void *cshim_tls_context;
+static inline void *cshim_tls_context_get(void) { return cshim_tls_context; }
+static inline void cshim_tls_context_set(void *value) { cshim_tls_context = value; }
+
+/// A spin-wait hint to the CPU (`pause` on x86, `yield` on ARM): lets the sibling hyperthread run and saves power
+/// while a thread polls for work. Not available from Swift itself.
+static inline void cshim_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 #endif

@@ -3,17 +3,21 @@ import Synchronization
 /// An operation made of one or more blocks that run concurrently (Apple's behaviour): the first on the thread
 /// that runs the operation, the others on helper threads; it finishes when every block has returned.
 ///
-/// Guards: `blocks` under `blocksLock` (inline); it is frozen once the operation starts (`addExecutionBlock` then
-/// throws). Helper threads: at most `maximumHelperThreads` at once, each taking the next block from a shared
+/// Guards: `first` and `more` under `blocksLock` (inline); they are frozen once the operation starts
+/// (`addExecutionBlock` then throws). The first block is stored inline, so a one-block operation is one
+/// allocation (plus the block's captures). Helper threads: at most `maximumHelperThreads` at once, each taking the next block from a shared
 /// atomic index; they are joined before `main` returns.
 open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
     private let blocksLock = InlineLock()
-    private var blocks: [@Sendable () -> Void] = []  // protected by blocksLock
+    @exclusivity(unchecked) private var first: (@Sendable () -> Void)? = nil  // protected by blocksLock
+    @exclusivity(unchecked) private var more: [@Sendable () -> Void] = []  // protected by blocksLock
 
-    private func withBlocks<R, E: Error>(_ body: (inout [@Sendable () -> Void]) throws(E) -> R) throws(E) -> R {
+    private func withBlocks<R, E: Error>(
+        _ body: (inout (@Sendable () -> Void)?, inout [@Sendable () -> Void]) throws(E) -> R
+    ) throws(E) -> R {
         self.blocksLock.lock()
         defer { self.blocksLock.unlock() }
-        return try body(&self.blocks)
+        return try body(&self.first, &self.more)
     }
 
     /// The most helper threads one block operation uses at once (the other blocks wait their turn).
@@ -24,30 +28,33 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
 
     /// An operation with one block.
     public init(_ block: @escaping @Sendable () -> Void) {
-        self.blocks = [block]
+        self.first = block
         super.init()
     }
 
     /// The blocks, in the order they were added.
-    public final var executionBlocks: [@Sendable () -> Void] { self.withBlocks { $0 } }
+    public final var executionBlocks: [@Sendable () -> Void] {
+        self.withBlocks { first, more in first.map { [$0] + more } ?? [] }
+    }
 
     /// Adds a block. - Throws: `blockOperationStarted` once the operation is executing or finished.
     public final func addExecutionBlock(_ block: @escaping @Sendable () -> Void) throws(SpindleError) {
-        try self.withBlocks { list throws(SpindleError) in
+        try self.withBlocks { first, more throws(SpindleError) in
             guard self.currentState.lifecycle < .executing else { throw .blockOperationStarted(name: self.displayName) }
-            list.append(block)
+            if first == nil { first = block } else { more.append(block) }
         }
     }
 
     /// Runs every block (unless cancelled) and returns when all have returned.
     open override func main() throws {
         // The lock orders this read after any addExecutionBlock that saw the operation not yet executing.
-        let list = self.withBlocks { $0 }
-        guard !self.isCancelled, !list.isEmpty else { return }
-        if list.count == 1 {
-            list[0]()
+        let (single, more) = self.withBlocks { ($0, $1) }
+        guard !self.isCancelled, let single else { return }
+        if more.isEmpty {
+            single()
             return
         }
+        let list = [single] + more
         let next = Atomic<Int>(1)
         let work: @Sendable () -> Void = {
             while true {

@@ -25,17 +25,20 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     let state = Atomic<UInt64>(0)
     let hasObservers = Atomic<Bool>(false)
     let lockWord = InlineLock()
-    var lockedState = Locked()  // protected by lockWord: reach it only through `withLocked`
+    @exclusivity(unchecked) var lockedState = Locked()  // protected by lockWord: reach it only through `withLocked`
 
     // Owned by the queue (under its lock): intrusive links, so enqueueing allocates nothing.
-    var bucketNext: SpindleOperation?
-    unowned(unsafe) var bucketPrev: SpindleOperation?
-    var bucketLevel: Int8 = -1
-    var memberNext: SpindleOperation?
-    unowned(unsafe) var memberPrev: SpindleOperation?
-    var isBarrier = false
-    var isHeld = false
-    var isAdmitted = false  // a member of its queue (linked in its member list)
+    @exclusivity(unchecked) var bucketNext: SpindleOperation?
+    @exclusivity(unchecked) unowned(unsafe) var bucketPrev: SpindleOperation?
+    @exclusivity(unchecked) var bucketLevel: Int8 = -1
+    @exclusivity(unchecked) var memberNext: SpindleOperation?
+    @exclusivity(unchecked) unowned(unsafe) var memberPrev: SpindleOperation?
+    @exclusivity(unchecked) var isBarrier = false
+    @exclusivity(unchecked) var isHeld = false
+    @exclusivity(unchecked) var isAdmitted = false  // a member of its queue (linked in its member list)
+    /// The next (older) operation in its queue's inbox, as bits of an unmanaged reference: written by the adding
+    /// thread before the push publishes it, then only under the queue's lock (see `QueueCore.inbox`).
+    @exclusivity(unchecked) var inboxNext: UInt = 0
     let priorityStorage = Atomic<Int>(0)
     let threadPriorityStorage = Atomic<UInt64>((0.5).bitPattern)
 
@@ -162,7 +165,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         context.operation = self
         // One thread-local read and one atomic load in the common case (both 0.5): no syscall, no lock.
         let wanted = self.threadPriority
-        let thread = SpindleThread.current
+        let thread = context.thread
         let current = thread.priority
         var restore: Double? = nil
         if current != wanted {
@@ -259,7 +262,23 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             return list
         }
         for dependent in dependents { dependent.operation?.dependencyFinished() }
-        queue?.core.operationDidFinish(self)
+        if let queue {
+            let context = ThreadContext.current
+            if context.deferrable === self {
+                // Finishing synchronously on the worker that started it: the worker does the queue's bookkeeping
+                // together with taking its next operation, then calls `releaseWaiters`.
+                context.deferrable = nil
+                context.deferredQueue = queue
+                return true
+            }
+            queue.core.operationDidFinish(self)
+        }
+        self.releaseWaiters()
+        return true
+    }
+
+    /// The last step of finishing: marks it settled and wakes everyone in `waitUntilFinished`.
+    final func releaseWaiters() {
         let waiters = self.withLocked { l in
             self.state.bitwiseOr(OperationState.settledBit, ordering: .releasing)
             let w = l.waiters
@@ -267,7 +286,6 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             return w
         }
         for waiter in waiters { waiter.signal() }
-        return true
     }
 
     // MARK: - Cancelling

@@ -1,17 +1,59 @@
+import CShim
+import Glibc
+
 /// What Spindle knows about the calling thread: the operation whose `main` runs here and the queue whose worker
 /// this is. Confined to its thread (one per thread, in a thread-local), so it needs no lock.
 final class ThreadContext {
     /// The operation running `main` on this thread (a strong reference only while it runs).
-    var operation: SpindleOperation?
+    @exclusivity(unchecked) var operation: SpindleOperation?
     /// The operation whose completion block is running on this thread.
-    unowned(unsafe) var completing: SpindleOperation?
+    @exclusivity(unchecked) unowned(unsafe) var completing: SpindleOperation?
     /// The queue whose worker is this thread, while it runs one of that queue's operations.
-    unowned(unsafe) var queue: SpindleOperationQueue?
+    @exclusivity(unchecked) unowned(unsafe) var queue: SpindleOperationQueue?
     /// Whether this thread is a worker of some queue (for shutdown: a worker never joins itself).
-    unowned(unsafe) var workerOf: QueueCore?
+    @exclusivity(unchecked) unowned(unsafe) var workerOf: QueueCore?
 
-    private static let slot = SpindleThreadLocal<ThreadContext>(initial: { ThreadContext() })
+    /// The operation this worker is starting: if it finishes synchronously here, its finish path leaves the queue
+    /// bookkeeping to the worker (see `QueueCore+Workers`) and parks its queue in `deferredQueue`.
+    @exclusivity(unchecked) unowned(unsafe) var deferrable: SpindleOperation?
+    /// Set by a finish that left its queue bookkeeping to this worker: the queue, retained until that is done.
+    @exclusivity(unchecked) var deferredQueue: SpindleOperationQueue?
 
-    /// The calling thread's context.
-    static var current: ThreadContext { slot.value }
+    /// `SpindleThread.current`, cached (that one is retained by its own thread-local slot for the thread's life).
+    @exclusivity(unchecked) unowned(unsafe) private var cachedThread: SpindleThread?
+
+    /// The thread this context belongs to, without a second thread-local lookup after the first.
+    var thread: SpindleThread {
+        if let thread = self.cachedThread { return thread }
+        let thread = SpindleThread.current
+        self.cachedThread = thread
+        return thread
+    }
+
+    /// The calling thread's context: one plain thread-local load (it is read several times per operation).
+    /// Created on first use and retained by a pthread key whose destructor, at thread exit, clears the fast slot
+    /// before releasing it, so nothing can see a freed context.
+    @inline(__always)
+    static var current: ThreadContext {
+        if let raw = cshim_tls_context_get() { return Unmanaged<ThreadContext>.fromOpaque(raw).takeUnretainedValue() }
+        return ThreadContext.install()
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        checkPthread(pthread_key_create(&key) { raw in
+            cshim_tls_context_set(nil)
+            if let raw { Unmanaged<ThreadContext>.fromOpaque(raw).release() }
+        }, "pthread_key_create")
+        return key
+    }()
+
+    @inline(never)
+    private static func install() -> ThreadContext {
+        let context = ThreadContext()
+        let raw = Unmanaged.passRetained(context).toOpaque()
+        checkPthread(pthread_setspecific(ThreadContext.key, raw), "pthread_setspecific")
+        cshim_tls_context_set(raw)
+        return context
+    }
 }

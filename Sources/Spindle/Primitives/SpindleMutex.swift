@@ -8,11 +8,12 @@ import Glibc
 ///
 /// Kinds: `.normal` (the fast default; relocking from the owner deadlocks, as POSIX says), `.recursive` (the owner
 /// may lock again; unlock as often), `.errorChecking` (relocking or unlocking from a non-owner reports an error
-/// instead of deadlocking: `tryLock`/`unlock` trap with the error number). Debug builds use `.errorChecking` for
-/// `.normal` mutexes so misuse is caught early.
+/// instead of deadlocking: `tryLock`/`unlock` trap with the error number), `.adaptive` (as `.normal`, but a
+/// contended `lock` spins briefly before sleeping: for short critical sections taken by several threads at
+/// once). Debug builds use `.errorChecking` for `.normal` and `.adaptive` mutexes so misuse is caught early.
 public final class SpindleMutex: @unchecked Sendable {
     /// The pthread mutex types.
-    public enum Kind: Sendable { case normal, recursive, errorChecking }
+    public enum Kind: Sendable { case normal, recursive, errorChecking, adaptive }
 
     @usableFromInline let raw: UnsafeMutablePointer<pthread_mutex_t>
     /// The kind given to `init` (debug builds may run a `.normal` mutex as `.errorChecking`).
@@ -25,6 +26,9 @@ public final class SpindleMutex: @unchecked Sendable {
         switch kind {
         case .normal:
             cKind = Int32(CSHIM_MUTEX_NORMAL)
+            assert({ cKind = Int32(CSHIM_MUTEX_ERRORCHECK); return true }())
+        case .adaptive:
+            cKind = Int32(CSHIM_MUTEX_ADAPTIVE)
             assert({ cKind = Int32(CSHIM_MUTEX_ERRORCHECK); return true }())
         case .recursive: cKind = Int32(CSHIM_MUTEX_RECURSIVE)
         case .errorChecking: cKind = Int32(CSHIM_MUTEX_ERRORCHECK)

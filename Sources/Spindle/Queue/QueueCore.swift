@@ -1,8 +1,12 @@
+import Synchronization
+
 /// The engine behind a `SpindleOperationQueue`: its operations, ready buckets, slots and pool of worker threads.
 /// The public handle owns it; workers hold it too, so it outlives the handle until the workers have exited.
 ///
 /// Guards: every `var` below is protected by `lock` (the mutex shared by `workAvailable` and `drained`), except
-/// `handle` (set once in `init`; valid while any operation is a member, since members retain the handle).
+/// `handle` (set once in `init`; valid while any operation is a member, since members retain the handle), and
+/// `pushes` (atomic, a hint for spinning workers). The vars are `@exclusivity(unchecked)`: the lock, not the
+/// runtime's dynamic exclusivity checks, makes access exclusive (those checks cost more than the lock here).
 /// Operations' queue links (`bucket*`, `member*`, `isHeld`) are protected by this lock too.
 /// Lock order: `DependencyGraph.lock` → `lock` → an operation's `locked`. User code never runs under `lock`.
 ///
@@ -21,35 +25,48 @@
 /// with no members, since members retain the handle) → workers exit and are joined (a worker that performs the
 /// shutdown itself is detached instead, as it is about to exit). Forward only.
 final class QueueCore: @unchecked Sendable {
-    let lock = SpindleMutex(.normal)
+    let lock = SpindleMutex(.adaptive)  // short sections, taken by the adding thread and every worker
     let workAvailable: SpindleCondition
     let drained: SpindleCondition
-    unowned(unsafe) var handle: SpindleOperationQueue?
+    @exclusivity(unchecked) unowned(unsafe) var handle: SpindleOperationQueue?
 
-    var name: String
-    var ready = ReadyBuckets()
-    var memberHead: SpindleOperation?
-    unowned(unsafe) var memberTail: SpindleOperation?
-    var memberCount = 0  // all members, barriers included
-    var barrierCount = 0
-    var running = 0  // dispatched and not finished: slots in use
-    var requestedLimit: Int
-    var limit: Int
-    var suspended = false
-    var threads: [SpindleThread] = []
-    var parked = 0  // workers waiting on workAvailable
-    var wakeupsInFlight = 0  // signals sent to parked workers not yet consumed
-    var shuttingDown = false
-    var activeUnfinished = 0  // non-barrier members released (not held) and not finished
-    var held: [SpindleOperation] = []
-    var heldHead = 0
-    var barrierActive = false
-    var finishedCount = 0
-    var cancelledCount = 0
+    @exclusivity(unchecked) var name: String
+    @exclusivity(unchecked) var ready = ReadyBuckets()
+    @exclusivity(unchecked) var memberHead: SpindleOperation?
+    @exclusivity(unchecked) unowned(unsafe) var memberTail: SpindleOperation?
+    @exclusivity(unchecked) var memberCount = 0  // all members, barriers included
+    @exclusivity(unchecked) var barrierCount = 0
+    @exclusivity(unchecked) var running = 0  // dispatched and not finished: slots in use
+    @exclusivity(unchecked) var requestedLimit: Int
+    @exclusivity(unchecked) var limit: Int
+    @exclusivity(unchecked) var suspended = false
+    @exclusivity(unchecked) var threads: [SpindleThread] = []
+    @exclusivity(unchecked) var parked = 0  // workers waiting on workAvailable
+    @exclusivity(unchecked) var wakeupsInFlight = 0  // signals sent to parked workers not yet consumed
+    @exclusivity(unchecked) var shuttingDown = false
+    @exclusivity(unchecked) var activeUnfinished = 0  // non-barrier members released (not held) and not finished
+    @exclusivity(unchecked) var held: [SpindleOperation] = []
+    @exclusivity(unchecked) var heldHead = 0
+    @exclusivity(unchecked) var barrierActive = false
+    @exclusivity(unchecked) var finishedCount = 0
+    @exclusivity(unchecked) var cancelledCount = 0
     /// For a queue served by a run loop (the main queue) instead of a pool: that loop, and whether a perform that
     /// will dispatch from it is already scheduled (at most one at a time).
     let servingRunLoop: SpindleRunLoop?
-    var performPending = false
+    @exclusivity(unchecked) var performPending = false
+    /// Workers polling for work instead of parked (at most one; see `workerLoop`). Under `lock`.
+    @exclusivity(unchecked) var spinning = 0
+    /// Counts pushes into `ready`; a spinning worker polls it without the lock. Atomic.
+    let pushes = Atomic<Int>(0)
+    /// Operations added without the lock (`addOperation`'s fast path): a lock-free stack, newest first, of
+    /// retained operations linked by `inboxNext`. Whoever takes `lock` moves them into the queue first
+    /// (`drainInboxLocked`), so every locked view of the queue includes them, in the order they were added.
+    let inbox = Atomic<UInt>(0)
+    /// Lock-free mirrors of `spinning`, `parked` and "a thread may be started", for the fast path's wake decision.
+    /// Written under `lock`, read without it (see `needsWakeAfterInboxPush`).
+    let spinningHint = Atomic<Int>(0)
+    let parkedHint = Atomic<Int>(0)
+    let canSpawnHint = Atomic<Bool>(true)
 
     init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil) {
         self.servingRunLoop = servingRunLoop
@@ -62,6 +79,82 @@ final class QueueCore: @unchecked Sendable {
 
     static func resolve(_ requested: Int) -> Int {
         requested == SpindleOperationQueue.defaultMaxConcurrentOperationCount ? spindleActiveProcessorCount() : requested
+    }
+
+    // MARK: - The inbox (adding without the lock)
+
+    /// Takes `lock` and admits everything in the inbox: the way in for any code that reads or changes the queue.
+    @inline(__always)
+    func lockAndAdmit() {
+        self.lock.lock()
+        self.drainInboxLocked()
+    }
+
+    /// `lockAndAdmit`, `body`, unlock.
+    @inline(__always)
+    func withAdmittedLock<R>(_ body: () throws -> R) rethrows -> R {
+        self.lockAndAdmit()
+        defer { self.lock.unlock() }
+        return try body()
+    }
+
+    /// Pushes a claimed operation on the inbox (retaining it). Lock-free; sequentially consistent, so that of a
+    /// worker going to park and a thread pushing, at least one sees the other (see `needsWakeAfterInboxPush`).
+    func pushToInbox(_ op: SpindleOperation) {
+        let bits = UInt(bitPattern: Unmanaged.passRetained(op).toOpaque())
+        var head = self.inbox.load(ordering: .relaxed)
+        while true {
+            op.inboxNext = head
+            let (done, seen) = self.inbox.compareExchange(
+                expected: head, desired: bits, ordering: .sequentiallyConsistent)
+            if done { return }
+            head = seen
+        }
+    }
+
+    /// After a push: whether someone must be woken (a parked worker, or a thread started). Not when a worker is
+    /// spinning (it will see the inbox), nor when every worker is busy and no thread may be added (each comes back
+    /// to the lock and admits the inbox before it can park, and it re-checks the inbox after advertising itself in
+    /// `parkedHint`).
+    @inline(__always)
+    func needsWakeAfterInboxPush() -> Bool {
+        if self.spinningHint.load(ordering: .sequentiallyConsistent) > 0 { return false }
+        return self.parkedHint.load(ordering: .sequentiallyConsistent) > 0
+            || self.canSpawnHint.load(ordering: .sequentiallyConsistent)
+    }
+
+    /// Admits the inbox's operations in the order they were added. Caller holds `lock`.
+    @inline(__always)
+    func drainInboxLocked() {
+        if self.inbox.load(ordering: .sequentiallyConsistent) == 0 { return }
+        self.drainInboxSlowLocked()
+    }
+
+    @inline(never)
+    private func drainInboxSlowLocked() {
+        var bits = self.inbox.exchange(0, ordering: .sequentiallyConsistent)
+        var oldestFirst: UInt = 0
+        while bits != 0 {  // reverse the stack
+            let op = Unmanaged<SpindleOperation>.fromOpaque(UnsafeRawPointer(bitPattern: bits)!).takeUnretainedValue()
+            let next = op.inboxNext
+            op.inboxNext = oldestFirst
+            oldestFirst = bits
+            bits = next
+        }
+        while oldestFirst != 0 {
+            let op = Unmanaged<SpindleOperation>.fromOpaque(UnsafeRawPointer(bitPattern: oldestFirst)!)
+                .takeRetainedValue()  // the member list retains it from here
+            oldestFirst = op.inboxNext
+            op.inboxNext = 0
+            self.admitLocked(op)
+            self.scheduleAdmittedLocked(op)
+        }
+    }
+
+    /// Recomputes `canSpawnHint` after `threads` or `limit` changed. Caller holds `lock`.
+    func updateSpawnHintLocked() {
+        self.canSpawnHint.store(
+            self.servingRunLoop == nil && self.threads.count < self.limit, ordering: .sequentiallyConsistent)
     }
 
     // MARK: - Admission (under lock)
@@ -109,6 +202,7 @@ final class QueueCore: @unchecked Sendable {
         guard op.isAdmitted, !op.isHeld, op.bucketLevel < 0, op.currentState.lifecycle == .enqueued else { return }
         let level = op.isBarrier ? ReadyBuckets.barrierLevel : op.queuePriority.bucket
         self.ready.push(op, level: level)
+        self.pushes.add(1, ordering: .relaxed)  // tells a spinning worker to look
     }
 
     /// Right after admission: push it if someone already claimed its scheduled bit (a cancel or a finishing
@@ -140,7 +234,7 @@ final class QueueCore: @unchecked Sendable {
 
     /// An enqueued operation became ready and claimed its scheduled bit (from any thread).
     func scheduleReady(_ op: SpindleOperation) {
-        self.lock.lock()
+        self.lockAndAdmit()
         self.pushLocked(op)
         let action = self.wakeOrSpawnLocked()
         self.lock.unlock()
@@ -148,9 +242,18 @@ final class QueueCore: @unchecked Sendable {
     }
 
     /// A member finished (called by its finish path, after its completion block and dependents, before its
-    /// waiters are released).
+    /// waiters are released), on a thread that is not running it as this queue's worker.
     func operationDidFinish(_ op: SpindleOperation) {
         self.lock.lock()
+        self.unlinkFinishedLocked(op)
+        let action = self.wakeOrSpawnLocked()
+        self.lock.unlock()
+        self.perform(action)
+    }
+
+    /// The queue's side of a member's finish: unlink it, free its slot, release operations held behind it, and
+    /// wake queue waiters if it was the last. Caller holds `lock`; the caller decides who runs next.
+    func unlinkFinishedLocked(_ op: SpindleOperation) {
         if let prev = op.memberPrev { prev.memberNext = op.memberNext } else { self.memberHead = op.memberNext }
         if let next = op.memberNext { next.memberPrev = op.memberPrev } else { self.memberTail = op.memberPrev }
         op.memberNext = nil
@@ -167,10 +270,7 @@ final class QueueCore: @unchecked Sendable {
             self.activeUnfinished -= 1
         }
         if self.heldHead < self.held.count { self.advanceBarriersLocked() }
-        let action = self.wakeOrSpawnLocked()
         if self.memberCount == 0 { self.drained.broadcast() }
-        self.lock.unlock()
-        self.perform(action)
     }
 
     /// A member's priority changed: if it waits in a bucket, move it.
@@ -182,106 +282,11 @@ final class QueueCore: @unchecked Sendable {
         }
     }
 
-    // MARK: - Workers
-
-    enum WakeAction { case none, signal, spawn, performOnRunLoop }
-
-    var canDispatchLocked: Bool { self.ready.count > 0 && self.running < self.limit && !self.suspended }
-
-    /// Decides how to get one more operation running: wake a parked worker, start a thread, or nothing.
-    /// Caller holds `lock`; it performs the action after unlocking (`perform`).
-    func wakeOrSpawnLocked() -> WakeAction {
-        guard self.canDispatchLocked, !self.shuttingDown else { return .none }
-        if self.servingRunLoop != nil {
-            if self.performPending { return .none }
-            self.performPending = true
-            return .performOnRunLoop
-        }
-        if self.parked > self.wakeupsInFlight {
-            self.wakeupsInFlight += 1
-            return .signal
-        }
-        if self.threads.count < self.limit && self.threads.count < self.running + self.ready.count {
-            // Reserve the thread's place now so concurrent decisions do not overshoot; filled in by `perform`.
-            self.threads.append(SpindleThread.main)
-            return .spawn
-        }
-        return .none
-    }
-
-    /// Wake or spawn as many workers as there are operations that could start now. Caller holds `lock`.
-    func collectWakeActionsLocked() -> [WakeAction] {
-        var actions: [WakeAction] = []
-        let room = max(0, min(self.ready.count, self.limit - self.running))
-        for _ in 0..<room {
-            let action = self.wakeOrSpawnLocked()
-            if case .none = action { break }
-            actions.append(action)
-        }
-        return actions
-    }
-
-    func perform(_ action: WakeAction) {
-        switch action {
-        case .none: return
-        case .signal: self.workAvailable.signal()
-        case .spawn: self.spawnWorker()
-        case .performOnRunLoop: self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
-        }
-    }
-
-    private func spawnWorker() {
-        let index = self.lock.withLock { self.threads.count - 1 }
-        do {
-            let thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }
-            let lateForShutdown = self.lock.withLock { () -> Bool in
-                if let slot = self.threads.firstIndex(where: { $0 === SpindleThread.main }) {
-                    self.threads[slot] = thread
-                }
-                return self.shuttingDown
-            }
-            // Shutdown ran while this thread was being created and did not see it: join it here.
-            if lateForShutdown { try? thread.join() }
-        } catch {
-            // Out of threads: give the reservation back; existing workers keep going (at least one exists
-            // unless this was the first, and then the next event retries).
-            self.lock.withLock {
-                if let slot = self.threads.firstIndex(where: { $0 === SpindleThread.main }) {
-                    self.threads.remove(at: slot)
-                }
-            }
-            writeToStandardError("Spindle: queue '\(self.name)' could not start a worker thread: \(error)")
-        }
-    }
-
-    /// The worker's life: take the best ready operation, run it outside the lock, repeat; park when there is
-    /// nothing it may run; exit when the queue shuts down. "Do not rename": profilers match on it.
-    private func workerLoop() {
-        let context = ThreadContext.current
-        context.workerOf = self
-        self.lock.lock()
-        while !self.shuttingDown {
-            // BUSY
-            if self.canDispatchLocked {
-                self.dispatchOneUnlocking(context)
-                self.lock.lock()
-                continue
-            }
-            // IDLE: a spurious wakeup finds nothing and parks again.
-            self.parked += 1
-            self.workAvailable.wait()
-            self.parked -= 1
-            if self.wakeupsInFlight > 0 { self.wakeupsInFlight -= 1 }
-        }
-        self.lock.unlock()
-        context.workerOf = nil
-    }
-
     // MARK: - Diagnostics
 
     /// Settings, counts, and every member not yet running with what it waits on.
     func debugSummary() -> String {
-        self.lock.withLock {
+        self.withAdmittedLock {
             var lines = ["SpindleOperationQueue '\(self.name)': width \(self.limit) (requested \(self.requestedLimit)), "
                 + "\(self.suspended ? "suspended" : "running"), members \(self.memberCount), running \(self.running), "
                 + "ready \(self.ready.count), threads \(self.threads.count) (parked \(self.parked)), "
@@ -304,59 +309,6 @@ final class QueueCore: @unchecked Sendable {
                 node = op.memberNext
             }
             return lines.joined(separator: "\n")
-        }
-    }
-
-    /// Runs on the serving run loop's thread: dispatch one operation, then schedule the next perform if more work
-    /// may start (one operation per perform, so the loop's other sources get their turn in between).
-    private func serveFromRunLoop() {
-        let context = ThreadContext.current
-        self.lock.lock()
-        self.performPending = false
-        if self.canDispatchLocked {
-            self.dispatchOneUnlocking(context)
-            self.lock.lock()
-        }
-        let next = self.wakeOrSpawnLocked()
-        self.lock.unlock()
-        self.perform(next)
-    }
-
-    /// Takes the best ready operation (caller holds `lock`, which this releases) and runs it. The operation is a
-    /// local of this function, so the worker's reference to it is dropped on return, before the caller locks
-    /// again: its release may free user objects (and even this queue), which must never happen under our lock.
-    @inline(never)
-    private func dispatchOneUnlocking(_ context: ThreadContext) {
-        guard let op = self.ready.popHighest() else {
-            self.lock.unlock()
-            return
-        }
-        self.running += 1
-        var s = op.currentState
-        while let next = s.dispatching() {
-            let (done, seen) = op.state.compareExchange(
-                expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-            if done { break }
-            s = OperationState(raw: seen)
-        }
-        let chained = self.wakeOrSpawnLocked()
-        self.lock.unlock()
-        self.perform(chained)
-        context.queue = self.handle
-        self.run(op)
-        context.queue = nil
-    }
-
-    /// Starts one operation on this worker. A `start()` that throws without the operation ever executing (a
-    /// custom `start` gone wrong) finishes it cancelled with that error, so its slot is never lost.
-    private func run(_ op: SpindleOperation) {
-        do {
-            try op.start()
-        } catch {
-            if op.currentState.lifecycle == .dispatching {
-                op.cancel()
-                op.completeExecution(error: error)
-            }
         }
     }
 

@@ -52,15 +52,20 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// - Throws: `operationAlreadyInQueue` (this queue or another), `operationExecuting`, `operationFinished`.
     ///   The queue and the operation are unchanged then.
     public func addOperation(_ operation: SpindleOperation) throws(SpindleError) {
-        // The hot path: no array, no closure; one lock, two compare-and-swaps, at most one wakeup.
+        if let error = self.claim(operation) { throw error }
         let core = self.core
-        core.lock.lock()
-        if let error = self.claim(operation) {
-            core.lock.unlock()
-            throw error
+        if !operation.isBarrier && core.servingRunLoop == nil {
+            // The hot path: no queue lock. One operation lock, three compare-and-swaps, and the lock only when a
+            // parked worker must be woken or a thread started.
+            core.pushToInbox(operation)
+            guard core.needsWakeAfterInboxPush() else { return }
+            core.lockAndAdmit()
+        } else {
+            // Barriers and run-loop-served queues: admitted under the lock, after everything added before.
+            core.lockAndAdmit()
+            core.admitLocked(operation)
+            core.scheduleAdmittedLocked(operation)
         }
-        core.admitLocked(operation)
-        core.scheduleAdmittedLocked(operation)
         let action = core.wakeOrSpawnLocked()
         core.lock.unlock()
         core.perform(action)
@@ -79,7 +84,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             }
         }
         let core = self.core
-        core.lock.lock()
+        core.lockAndAdmit()
         var claimed = 0
         var failure: SpindleError? = nil
         for op in operations {
@@ -175,9 +180,10 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     public func setMaxConcurrentOperationCount(_ value: Int) throws(SpindleError) {
         guard value >= -1 else { throw .invalidConcurrencyLimit(value) }
         let core = self.core
-        let actions = core.lock.withLock { () -> [QueueCore.WakeAction] in
+        let actions = core.withAdmittedLock { () -> [QueueCore.WakeAction] in
             core.requestedLimit = value
             core.limit = QueueCore.resolve(value)
+            core.updateSpawnHintLocked()
             return core.collectWakeActionsLocked()
         }
         for action in actions { core.perform(action) }
@@ -188,7 +194,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         get { self.core.lock.withLock { self.core.suspended } }
         set {
             let core = self.core
-            let actions = core.lock.withLock { () -> [QueueCore.WakeAction] in
+            let actions = core.withAdmittedLock { () -> [QueueCore.WakeAction] in
                 core.suspended = newValue
                 return newValue ? [] : core.collectWakeActionsLocked()
             }
@@ -200,7 +206,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// The operations added and not yet finished, in the order they were added (barriers excluded).
     public var operations: [SpindleOperation] {
-        self.core.lock.withLock {
+        self.core.withAdmittedLock {
             var list: [SpindleOperation] = []
             list.reserveCapacity(self.core.memberCount - self.core.barrierCount)
             var node = self.core.memberHead
@@ -213,7 +219,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     }
 
     /// How many operations are in the queue and not finished (barriers excluded). O(1).
-    public var operationCount: Int { self.core.lock.withLock { self.core.memberCount - self.core.barrierCount } }
+    public var operationCount: Int { self.core.withAdmittedLock { self.core.memberCount - self.core.barrierCount } }
 
     /// The queue running the calling thread's current operation; on the main thread outside any operation, the
     /// main queue; otherwise nil.
@@ -227,7 +233,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// Cancels every operation in the queue (waiting and running). None is removed at once: waiting ones are
     /// started in turn and finish without running `main`; their completion blocks run.
     public func cancelAllOperations() {
-        let members: [SpindleOperation] = self.core.lock.withLock {
+        let members: [SpindleOperation] = self.core.withAdmittedLock {
             var list: [SpindleOperation] = []
             list.reserveCapacity(self.core.memberCount)
             var node = self.core.memberHead
@@ -260,7 +266,11 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         let core = self.core
         core.lock.lock()
         defer { core.lock.unlock() }
-        return core.drained.wait(until: deadline) { core.memberCount > 0 }
+        // Admits on every look: operations added while we wait count too.
+        return core.drained.wait(until: deadline) {
+            core.drainInboxLocked()
+            return core.memberCount > 0
+        }
     }
 
     public var description: String { "SpindleOperationQueue(\(self.name))" }

@@ -1,0 +1,118 @@
+import Benchmark
+import CoreFoundation
+import Dispatch
+import Foundation
+import Spindle
+
+/// Cross-thread round trips into a thread that sits in its run loop: a perform, a port message, and (Foundation)
+/// a timer set to fire now. The loop's thread signals back; the measuring thread waits.
+func registerRunLoopBenchmarks() {
+    let trips = 10_000
+    let config = scenario(iterations: 5)
+
+    Benchmark("run-loop perform round trip ×\(trips): Spindle", configuration: config) { benchmark in
+        let loop = SpindleLoopThread()
+        let back = try! SpindleSemaphore(value: 0)
+        benchmark.startMeasurement()
+        for _ in 0..<trips {
+            loop.runLoop.perform { back.signal() }
+            back.wait()
+        }
+        benchmark.stopMeasurement()
+        loop.stop()
+    }
+    Benchmark("run-loop port message round trip ×\(trips): Spindle", configuration: config) { benchmark in
+        let loop = SpindleLoopThread()
+        benchmark.startMeasurement()
+        for i in 0..<trips {
+            try! loop.port.send(i)
+            loop.back.wait()
+        }
+        benchmark.stopMeasurement()
+        loop.stop()
+    }
+    Benchmark("run-loop perform round trip ×\(trips): Foundation RunLoop (perform + wake)", configuration: config) {
+        benchmark in
+        let loop = FoundationLoopThread()
+        let back = DispatchSemaphore(value: 0)
+        benchmark.startMeasurement()
+        for _ in 0..<trips {
+            loop.runLoop.perform { back.signal() }
+            CFRunLoopWakeUp(loop.cfRunLoop)
+            back.wait()
+        }
+        benchmark.stopMeasurement()
+        loop.stop()
+    }
+    Benchmark("run-loop port message round trip ×\(trips): Foundation RunLoop (timer firing now)",
+              configuration: config) { benchmark in
+        let loop = FoundationLoopThread()
+        let back = DispatchSemaphore(value: 0)
+        benchmark.startMeasurement()
+        for _ in 0..<trips {
+            loop.runLoop.add(Timer(timeInterval: 0, repeats: false) { _ in back.signal() }, forMode: .default)
+            back.wait()
+        }
+        benchmark.stopMeasurement()
+        loop.stop()
+    }
+}
+
+/// A Spindle thread running its run loop, with a port whose handler signals `back`.
+final class SpindleLoopThread: @unchecked Sendable {
+    let back = try! SpindleSemaphore(value: 0)
+    let port: SpindlePort<Int>
+    private(set) var runLoop: SpindleRunLoop!
+    private let thread: SpindleThread
+
+    init() {
+        let back = self.back
+        let port = SpindlePort<Int>(name: "bench") { _ in back.signal() }
+        self.port = port
+        let ready = try! SpindleSemaphore(value: 0)
+        let box = LoopBox()
+        self.thread = try! SpindleThread.spawnJoinable(name: "bench-loop") {
+            let loop = SpindleRunLoop.current
+            try! loop.add(port)
+            box.loop = loop
+            ready.signal()
+            _ = try? loop.run(untilInvalidated: port)
+        }
+        ready.wait()
+        self.runLoop = box.loop
+    }
+
+    func stop() {
+        self.port.invalidate()
+        try! self.thread.join()
+    }
+
+    private final class LoopBox: @unchecked Sendable { var loop: SpindleRunLoop? }
+}
+
+/// A Foundation thread running its RunLoop (kept alive by a far-off timer) until `stop()`.
+final class FoundationLoopThread: @unchecked Sendable {
+    private(set) var runLoop: RunLoop!
+    private(set) var cfRunLoop: CFRunLoop!
+    private let done = DispatchSemaphore(value: 0)
+    private var stopping = false
+
+    init() {
+        let ready = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { [self] in
+            self.runLoop = RunLoop.current
+            self.cfRunLoop = CFRunLoopGetCurrent()
+            RunLoop.current.add(Timer(timeInterval: 1e6, repeats: true) { _ in }, forMode: .default)
+            ready.signal()
+            while !self.stopping { _ = RunLoop.current.run(mode: .default, before: .distantFuture) }
+            self.done.signal()
+        }
+        ready.wait()
+    }
+
+    func stop() {
+        self.runLoop.perform { self.stopping = true }
+        CFRunLoopWakeUp(self.cfRunLoop)
+        self.done.wait()
+    }
+}

@@ -1,0 +1,237 @@
+import CShim
+
+/// The worker side of `QueueCore`: deciding whom to wake, the workers' loop, and the run-loop-served variant.
+///
+/// A worker is in one of three states (all transitions under `lock`):
+/// - BUSY: it took an operation (`running += 1`) and runs it outside the lock;
+/// - SPINNING (`spinning == 1`, at most one worker): it found nothing to run and polls `pushes` without the lock
+///   for a few microseconds, because waking a parked thread costs tens of microseconds on a virtual machine and
+///   work often arrives sooner. While a worker spins, events wake nobody: the spinner takes the work and wakes
+///   the next worker itself if more is ready. It always looks again under the lock before parking, so no push is
+///   missed;
+/// - PARKED (`parked += 1`): waiting on `workAvailable`; `wakeupsInFlight` counts signals not yet consumed.
+/// BUSY → SPINNING (nothing runnable, and it did not just spin) → BUSY (work arrived) or PARKED (budget spent,
+/// still nothing) → BUSY (signalled) … → exit when `shuttingDown`.
+///
+/// Finishing on a worker: a synchronous operation that finishes on the worker running it defers its queue
+/// bookkeeping (`ThreadContext.deferrable`) to the worker, which does it under the same lock acquisition that
+/// takes the next operation, then releases the finished operation's waiters before running the next one. One
+/// lock round trip per operation instead of two; the order (bookkeeping, then waiters) is unchanged.
+extension QueueCore {
+    enum WakeAction { case none, signal, spawn, performOnRunLoop }
+
+    /// Polling rounds (each a few spin-wait hints) an idle worker makes before it parks: about 20–40 µs.
+    static let spinRounds = 400
+
+    var canDispatchLocked: Bool { self.ready.count > 0 && self.running < self.limit && !self.suspended }
+
+    /// Decides how to get one more operation running: wake a parked worker, start a thread, or nothing (also when
+    /// a worker is spinning: it will take the work). Caller holds `lock`; it performs the action after unlocking.
+    func wakeOrSpawnLocked() -> WakeAction {
+        guard self.canDispatchLocked, !self.shuttingDown else { return .none }
+        if self.servingRunLoop != nil {
+            if self.performPending { return .none }
+            self.performPending = true
+            return .performOnRunLoop
+        }
+        if self.spinning > 0 { return .none }
+        if self.parked > self.wakeupsInFlight {
+            self.wakeupsInFlight += 1
+            return .signal
+        }
+        if self.threads.count < self.limit && self.threads.count < self.running + self.ready.count {
+            // Reserve the thread's place now so concurrent decisions do not overshoot; filled in by `perform`.
+            self.threads.append(SpindleThread.main)
+            self.updateSpawnHintLocked()
+            return .spawn
+        }
+        return .none
+    }
+
+    /// Wake or spawn as many workers as there are operations that could start now. Caller holds `lock`.
+    func collectWakeActionsLocked() -> [WakeAction] {
+        var actions: [WakeAction] = []
+        let room = max(0, min(self.ready.count, self.limit - self.running))
+        for _ in 0..<room {
+            let action = self.wakeOrSpawnLocked()
+            if case .none = action { break }
+            actions.append(action)
+        }
+        return actions
+    }
+
+    func perform(_ action: WakeAction) {
+        switch action {
+        case .none: return
+        case .signal: self.workAvailable.signal()
+        case .spawn: self.spawnWorker()
+        case .performOnRunLoop: self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
+        }
+    }
+
+    private func spawnWorker() {
+        let index = self.lock.withLock { self.threads.count - 1 }
+        do {
+            let thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }
+            let lateForShutdown = self.lock.withLock { () -> Bool in
+                if let slot = self.threads.firstIndex(where: { $0 === SpindleThread.main }) {
+                    self.threads[slot] = thread
+                }
+                return self.shuttingDown
+            }
+            // Shutdown ran while this thread was being created and did not see it: join it here.
+            if lateForShutdown { try? thread.join() }
+        } catch {
+            // Out of threads: give the reservation back; existing workers keep going (at least one exists
+            // unless this was the first, and then the next event retries).
+            self.lock.withLock {
+                if let slot = self.threads.firstIndex(where: { $0 === SpindleThread.main }) {
+                    self.threads.remove(at: slot)
+                }
+                self.updateSpawnHintLocked()
+            }
+            writeToStandardError("Spindle: queue '\(self.name)' could not start a worker thread: \(error)")
+        }
+    }
+
+    /// The worker's life (see the states above). "Do not rename": profilers match on it.
+    ///
+    /// References to operations are dropped outside the lock: releasing one may free user objects (and even this
+    /// queue's handle), which must never happen under our lock.
+    private func workerLoop() {
+        let context = ThreadContext.current
+        context.workerOf = self
+        var finished: SpindleOperation? = nil  // bookkeeping done, waiters not yet released
+        var finishedQueue: SpindleOperationQueue? = nil  // keeps the handle alive until then
+        var maySpin = true
+        self.lock.lock()
+        while !self.shuttingDown {
+            self.drainInboxLocked()
+            if self.canDispatchLocked {
+                // BUSY
+                var op: SpindleOperation? = self.takeNextLocked()
+                let chained = self.wakeOrSpawnLocked()
+                self.lock.unlock()
+                self.perform(chained)
+                finished?.releaseWaiters()
+                finished = nil
+                finishedQueue = nil
+                context.queue = self.handle
+                context.deferrable = op
+                self.run(op!)
+                context.queue = nil
+                context.deferrable = nil
+                let deferredQueue = context.deferredQueue
+                context.deferredQueue = nil
+                if deferredQueue == nil { op = nil }  // not finished here (or already fully finished): let go now
+                self.lock.lock()
+                if let deferredQueue {
+                    self.unlinkFinishedLocked(op!)
+                    finished = op
+                    finishedQueue = deferredQueue
+                    op = nil  // moved into `finished`, no release here
+                }
+                maySpin = true
+                continue
+            }
+            if finished != nil || finishedQueue != nil {
+                self.lock.unlock()
+                finished?.releaseWaiters()
+                finished = nil
+                finishedQueue = nil
+                self.lock.lock()
+                continue
+            }
+            if maySpin && self.spinning == 0 {
+                // SPINNING
+                maySpin = false
+                self.spinning = 1
+                self.spinningHint.store(1, ordering: .sequentiallyConsistent)
+                let seen = self.pushes.load(ordering: .relaxed)
+                self.lock.unlock()
+                var round = 0
+                while round < QueueCore.spinRounds && self.pushes.load(ordering: .relaxed) == seen
+                    && self.inbox.load(ordering: .relaxed) == 0
+                {
+                    for _ in 0..<8 { cshim_cpu_relax() }
+                    round += 1
+                }
+                self.spinningHint.store(0, ordering: .sequentiallyConsistent)
+                self.lock.lock()
+                self.spinning = 0
+                continue  // look again under the lock before parking
+            }
+            // PARKED: advertise, then look at the inbox once more (a push that missed the advertisement is seen
+            // here). A spurious wakeup finds nothing and parks again.
+            self.parked += 1
+            self.parkedHint.store(self.parked, ordering: .sequentiallyConsistent)
+            if self.inbox.load(ordering: .sequentiallyConsistent) == 0 {
+                self.workAvailable.wait()
+                if self.wakeupsInFlight > 0 { self.wakeupsInFlight -= 1 }
+            }
+            self.parked -= 1
+            self.parkedHint.store(self.parked, ordering: .sequentiallyConsistent)
+            maySpin = true
+        }
+        self.lock.unlock()
+        finished?.releaseWaiters()
+        context.workerOf = nil
+    }
+
+    /// Pops the best ready operation and moves it to `dispatching`, taking a slot. Caller holds `lock` and has
+    /// checked `canDispatchLocked`.
+    private func takeNextLocked() -> SpindleOperation {
+        let op = self.ready.popHighest()!
+        self.running += 1
+        var s = op.currentState
+        while let next = s.dispatching() {
+            let (done, seen) = op.state.compareExchange(
+                expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done { break }
+            s = OperationState(raw: seen)
+        }
+        return op
+    }
+
+    /// Runs on the serving run loop's thread: dispatch one operation, then schedule the next perform if more work
+    /// may start (one operation per perform, so the loop's other sources get their turn in between).
+    private func serveFromRunLoop() {
+        let context = ThreadContext.current
+        self.lock.lock()
+        self.performPending = false
+        if self.canDispatchLocked {
+            self.dispatchOneUnlocking(context)
+            self.lock.lock()
+        }
+        let next = self.wakeOrSpawnLocked()
+        self.lock.unlock()
+        self.perform(next)
+    }
+
+    /// Takes the best ready operation (caller holds `lock`, which this releases) and runs it. The operation is a
+    /// local of this function, so the reference to it is dropped on return, before the caller locks again.
+    @inline(never)
+    private func dispatchOneUnlocking(_ context: ThreadContext) {
+        let op = self.takeNextLocked()
+        let chained = self.wakeOrSpawnLocked()
+        self.lock.unlock()
+        self.perform(chained)
+        let outer = context.queue
+        context.queue = self.handle
+        self.run(op)
+        context.queue = outer
+    }
+
+    /// Starts one operation. A `start()` that throws without the operation ever executing (a custom `start` gone
+    /// wrong) finishes it cancelled with that error, so its slot is never lost.
+    private func run(_ op: SpindleOperation) {
+        do {
+            try op.start()
+        } catch {
+            if op.currentState.lifecycle == .dispatching {
+                op.cancel()
+                op.completeExecution(error: error)
+            }
+        }
+    }
+}
