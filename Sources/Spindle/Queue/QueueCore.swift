@@ -50,6 +50,9 @@ final class QueueCore: @unchecked Sendable {
     /// will dispatch from it is already scheduled (at most one at a time).
     let servingRunLoop: SpindleRunLoop?
     var performPending = false
+    /// Async drain waiters (`waitUntilAllOperationsAreFinished() async`), each signalled once when the queue
+    /// drains; nil (not empty) whenever there are none, so the finish path tests one rarely-set field.
+    var asyncDrainWaiters: [SpindleSemaphore]? = nil
 
     init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil) {
         self.servingRunLoop = servingRunLoop
@@ -168,7 +171,10 @@ final class QueueCore: @unchecked Sendable {
         }
         if self.heldHead < self.held.count { self.advanceBarriersLocked() }
         let action = self.wakeOrSpawnLocked()
-        if self.memberCount == 0 { self.drained.broadcast() }
+        if self.memberCount == 0 {
+            self.drained.broadcast()
+            if self.asyncDrainWaiters != nil { return self.releaseAsyncDrainWaitersUnlocking(then: action) }
+        }
         self.lock.unlock()
         self.perform(action)
     }
