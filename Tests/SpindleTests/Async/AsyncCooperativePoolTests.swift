@@ -12,7 +12,7 @@ import Testing
     /// `allParked` holds. Returns whether the watchdog had to rescue the waits, and how many waits completed.
     func crowd(allParked: @escaping @Sendable () -> Bool, release: @escaping @Sendable () -> Void,
                wait: @escaping @Sendable () async throws -> Void) async throws -> (rescued: Bool, completed: Int) {
-        let watchdog = try ATWatchdog(seconds: 20, rescue: release)
+        let watchdog = try ATWatchdog(seconds: 90, rescue: release)
         let completed = QTCounter()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<atCrowd {
@@ -43,7 +43,7 @@ import Testing
     @Test func operationWaitsSuspend() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
         let gate = QTGate()
-        let op = queue.addOperation { gate.wait(seconds: 60) }
+        let op = queue.addOperation { gate.wait(seconds: atDeadline) }
         let result = try await self.crowd(
             allParked: { op.waiterCount == atCrowd },
             release: { gate.open() },
@@ -55,7 +55,7 @@ import Testing
     @Test func queueDrainWaitsSuspend() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
         let gate = QTGate()
-        queue.addOperation { gate.wait(seconds: 60) }
+        queue.addOperation { gate.wait(seconds: atDeadline) }
         let result = try await self.crowd(
             allParked: { queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == atCrowd } },
             release: { gate.open() },
@@ -76,7 +76,7 @@ import Testing
             wait: {
                 try await queue.run {
                     running.increment()
-                    gate.wait(seconds: 60)
+                    gate.wait(seconds: atDeadline)
                 }
             })
         #expect(!result.rescued, "a run call blocked a cooperative thread")

@@ -144,7 +144,7 @@ import Testing
             result.append(device.assumeIsolated { $0.call() })
             done.open()
         }
-        #expect(done.wait())
+        #expect(await atEventually { done.tryWait() })
         #expect(result.all == [executor.thread!.threadID])
         #expect(executor.isIsolatingCurrentContext() == false, "the test's own thread does not own the loop")
     }
@@ -156,7 +156,7 @@ import Testing
         _ = await device!.call()
         device = nil
         executor = nil
-        #expect(qtWaitUntil { thread.isFinished }, "the loop's thread exits once nothing holds the executor")
+        #expect(await atEventually { thread.isFinished }, "the loop's thread exits once nothing holds the executor")
     }
 
     @Test func aLoopRunByItsOwnThreadCanServeAnActor() async throws {
@@ -168,9 +168,9 @@ import Testing
             try? loop.add(port)
             handOff.withLockedValue { $0 = (loop, port) }
             ready.open()
-            _ = try? loop.run(untilInvalidated: port, before: .after(.seconds(qtDeadline)))
+            _ = try? loop.run(untilInvalidated: port, before: .after(.seconds(atDeadline)))
         }
-        #expect(ready.wait())
+        #expect(await atEventually { ready.tryWait() })
         let (loop, port) = handOff.value!
         let device = Device(executor: SpindleRunLoopExecutor(runLoop: loop))
         let tid = await device.call()

@@ -56,7 +56,7 @@ import Testing
             let outcome = await ATOutcome {
                 try await queue.run { () -> Bool in
                     started.open()
-                    proceed.wait()
+                    proceed.wait(seconds: atDeadline)
                     let told = SpindleOperation.current?.isCancelled ?? false
                     order.append("body returned")
                     return told
@@ -65,7 +65,7 @@ import Testing
             order.append("run returned")
             return outcome
         }
-        #expect(started.wait())
+        #expect(await atEventually { started.tryWait() })
         task.cancel()
         #expect(await atEventually { queue.operations.first?.isCancelled ?? false })
         #expect(order.all.isEmpty, "run does not return while the body runs")
@@ -77,7 +77,7 @@ import Testing
     @Test func cancellingTheQueuesOperationsEndsAPendingRun() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
         let gate = QTGate()
-        queue.addOperation { gate.wait() }
+        queue.addOperation { gate.wait(seconds: atDeadline) }
         let task = Task { await ATOutcome { try await queue.run { 1 } } }
         #expect(await atEventually { queue.operationCount == 2 })
         queue.cancelAllOperations()

@@ -19,7 +19,7 @@ import Testing
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
         let gate = QTGate()
         let completed = QTFlag()
-        let op = SpindleBlockOperation { gate.wait() }
+        let op = SpindleBlockOperation { gate.wait(seconds: atDeadline) }
         op.completionBlock = { completed.set() }
         try queue.addOperation(op)
         let waiter = Task { try await op.waitUntilFinished() }
@@ -36,7 +36,7 @@ import Testing
     @Test func aCancelledTaskStopsWaitingButTheOperationGoesOn() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
         let gate = QTGate()
-        let op = SpindleBlockOperation { gate.wait() }
+        let op = SpindleBlockOperation { gate.wait(seconds: atDeadline) }
         try queue.addOperation(op)
         let waiter = Task { await ATOutcome { try await op.waitUntilFinished(); return 0 } }
         #expect(await atEventually { op.waiterCount == 1 })
@@ -52,7 +52,7 @@ import Testing
     @Test func aTaskCancelledBeforeWaitingThrowsAtOnce() async throws {
         let gate = QTGate()
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
-        let op = SpindleBlockOperation { gate.wait() }
+        let op = SpindleBlockOperation { gate.wait(seconds: atDeadline) }
         try queue.addOperation(op)
         let waiter = Task {
             withUnsafeCurrentTask { $0?.cancel() }
@@ -62,7 +62,7 @@ import Testing
         #expect(op.waiterCount == 0)
         #expect(!op.isCancelled)
         gate.open()
-        qtDrain(queue)
+        try await queue.waitUntilAllOperationsAreFinished()
     }
 
     @Test func cancellingAfterTheWaitReturnedDoesNotTouchTheOperation() async throws {
@@ -80,7 +80,7 @@ import Testing
     @Test func manyAwaitersAreAllReleasedOnce() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
         let gate = QTGate()
-        let op = SpindleBlockOperation { gate.wait() }
+        let op = SpindleBlockOperation { gate.wait(seconds: atDeadline) }
         try queue.addOperation(op)
         let released = QTCounter()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -121,10 +121,10 @@ import Testing
     @Test func theDrainWaitCoversOperationsAddedWhileWaiting() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
         let gateA = QTGate(), gateB = QTGate()
-        queue.addOperation { gateA.wait() }
+        queue.addOperation { gateA.wait(seconds: atDeadline) }
         let waiter = Task { try await queue.waitUntilAllOperationsAreFinished() }
         #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == 1 } })
-        let b = queue.addOperation { gateB.wait() }
+        let b = queue.addOperation { gateB.wait(seconds: atDeadline) }
         gateA.open()
         #expect(await atEventually { queue.operationCount == 1 })
         #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == 1 }, "still waiting for b")
@@ -138,7 +138,7 @@ import Testing
     @Test func aCancelledDrainWaitLeavesTheQueueAlone() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
         let gate = QTGate()
-        let op = queue.addOperation { gate.wait() }
+        let op = queue.addOperation { gate.wait(seconds: atDeadline) }
         let first = Task { await ATOutcome { try await queue.waitUntilAllOperationsAreFinished(); return 1 } }
         let second = Task { await ATOutcome { try await queue.waitUntilAllOperationsAreFinished(); return 2 } }
         #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == 2 } })
@@ -150,20 +150,20 @@ import Testing
         #expect(await second.value == .value(2))
         #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters == nil })
         // A blocking waiter is unaffected by the async ones.
-        #expect(try queue.waitUntilAllOperationsAreFinished(timeout: .seconds(qtDeadline)))
+        #expect(try queue.waitUntilAllOperationsAreFinished(timeout: .seconds(atDeadline)))
     }
 
     @Test func theLastCancelledDrainWaiterClearsTheField() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
         let gate = QTGate()
-        queue.addOperation { gate.wait() }
+        queue.addOperation { gate.wait(seconds: atDeadline) }
         let waiter = Task { await ATOutcome { try await queue.waitUntilAllOperationsAreFinished(); return 0 } }
         #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == 1 } })
         waiter.cancel()
         #expect(await waiter.value == .cancelled)
         #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters == nil }, "back to the no-waiter fast path")
         gate.open()
-        qtDrain(queue)
+        try await queue.waitUntilAllOperationsAreFinished()
     }
 
     @Test func aDrainWaitFromTheQueuesOwnAsyncOperationIsTold() async throws {
@@ -180,7 +180,7 @@ import Testing
     @Test func manyDrainAwaitersAreAllReleased() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 3)
         let gate = QTGate()
-        for _ in 0..<3 { queue.addOperation { gate.wait() } }
+        for _ in 0..<3 { queue.addOperation { gate.wait(seconds: atDeadline) } }
         for _ in 0..<50 { queue.addOperation {} }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<64 { group.addTask { try await queue.waitUntilAllOperationsAreFinished() } }
