@@ -110,9 +110,13 @@ final class FoundationLoopThread: @unchecked Sendable {
         ready.wait()
     }
 
+    /// Ends the thread: a perform sets the flag, and `CFRunLoopStop` makes the current run return (a perform
+    /// alone does not end `run(mode:before:)`); repeated until the thread confirms.
     func stop() {
         self.runLoop.perform { self.stopping = true }
-        CFRunLoopWakeUp(self.cfRunLoop)
-        self.done.wait()
+        repeat {
+            CFRunLoopStop(self.cfRunLoop)
+            CFRunLoopWakeUp(self.cfRunLoop)
+        } while self.done.wait(timeout: .now() + .milliseconds(50)) == .timedOut
     }
 }

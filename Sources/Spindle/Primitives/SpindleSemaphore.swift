@@ -10,14 +10,24 @@
 /// Waiters loop on their own predicate (`granted`), so spurious wakeups are harmless; `signal` broadcasts
 /// because the granted waiter is a specific one. A node is allocated per wait that blocks (never on the
 /// non-blocking path).
+///
+/// Async waiters (`wait() async`, Async/SpindleSemaphore+Async.swift) take their place in the same FIFO with an
+/// `isAsync` node: `signal` grants them like the others and resumes their continuation after unlocking instead of
+/// broadcasting; a cancelled async waiter removes its own node. Their per-node state machine is documented there.
 public final class SpindleSemaphore: @unchecked Sendable {
-    private let condition = SpindleCondition()
-    private var permits: Int  // protected by condition.mutex
-    private var parked: [Waiter] = []  // protected by condition.mutex
-    private var parkedHead = 0  // protected by condition.mutex
+    let condition = SpindleCondition()
+    var permits: Int  // protected by condition.mutex
+    var parked: [Waiter] = []  // protected by condition.mutex
+    var parkedHead = 0  // protected by condition.mutex
 
-    private final class Waiter {
+    final class Waiter: @unchecked Sendable {
         var granted = false  // protected by the semaphore's condition.mutex
+        /// Async waiters only (all protected by the semaphore's condition.mutex): see SpindleSemaphore+Async.
+        let isAsync: Bool
+        var cancelled = false
+        var continuation: UnsafeContinuation<Void, any Error>? = nil
+
+        init(isAsync: Bool = false) { self.isAsync = isAsync }
     }
 
     /// Creates a semaphore with `value` free permits. A negative value throws
@@ -67,11 +77,20 @@ public final class SpindleSemaphore: @unchecked Sendable {
     public func signal() -> Bool {
         self.condition.lock()
         if self.parkedHead < self.parked.count {
-            self.parked[self.parkedHead].granted = true
+            let waiter = self.parked[self.parkedHead]
+            waiter.granted = true
             self.parkedHead += 1
             if self.parkedHead == self.parked.count {
                 self.parked.removeAll(keepingCapacity: true)
                 self.parkedHead = 0
+            }
+            if waiter.isAsync {
+                // Resumed outside the lock; nil if it has not suspended yet (it will see `granted`).
+                let continuation = waiter.continuation
+                waiter.continuation = nil
+                self.condition.unlock()
+                continuation?.resume()
+                return true
             }
             self.condition.unlock()
             self.condition.broadcast()

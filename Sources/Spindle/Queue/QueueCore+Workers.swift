@@ -103,6 +103,7 @@ extension QueueCore {
         context.workerOf = self
         var finished: SpindleOperation? = nil  // bookkeeping done, waiters not yet released
         var finishedQueue: SpindleOperationQueue? = nil  // keeps the handle alive until then
+        var drainWaiters: [SpindleSemaphore]? = nil  // async queue waiters to signal with `finished`'s waiters
         var maySpin = true
         self.lock.lock()
         while !self.shuttingDown {
@@ -113,8 +114,7 @@ extension QueueCore {
                 let chained = self.wakeOrSpawnLocked()
                 self.lock.unlock()
                 self.perform(chained)
-                finished?.releaseWaiters()
-                finished = nil
+                self.releaseFinished(&finished, &drainWaiters)
                 finishedQueue = nil
                 context.queue = self.handle
                 context.deferrable = op
@@ -126,7 +126,7 @@ extension QueueCore {
                 if deferredQueue == nil { op = nil }  // not finished here (or already fully finished): let go now
                 self.lock.lock()
                 if let deferredQueue {
-                    self.unlinkFinishedLocked(op!)
+                    drainWaiters = self.unlinkFinishedLocked(op!)
                     finished = op
                     finishedQueue = deferredQueue
                     op = nil  // moved into `finished`, no release here
@@ -136,8 +136,7 @@ extension QueueCore {
             }
             if finished != nil || finishedQueue != nil {
                 self.lock.unlock()
-                finished?.releaseWaiters()
-                finished = nil
+                self.releaseFinished(&finished, &drainWaiters)
                 finishedQueue = nil
                 self.lock.lock()
                 continue
@@ -174,8 +173,20 @@ extension QueueCore {
             maySpin = true
         }
         self.lock.unlock()
-        finished?.releaseWaiters()
+        self.releaseFinished(&finished, &drainWaiters)
         context.workerOf = nil
+    }
+
+    /// After a deferred finish's bookkeeping, outside the lock: wake its waiters, then the queue's async drain
+    /// waiters, and drop the reference.
+    @inline(__always)
+    private func releaseFinished(_ finished: inout SpindleOperation?, _ drainWaiters: inout [SpindleSemaphore]?) {
+        finished?.releaseWaiters()
+        finished = nil
+        if let waiters = drainWaiters {
+            drainWaiters = nil
+            for waiter in waiters { waiter.signal() }
+        }
     }
 
     /// Pops the best ready operation and moves it to `dispatching`, taking a slot. Caller holds `lock` and has

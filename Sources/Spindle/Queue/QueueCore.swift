@@ -67,6 +67,9 @@ final class QueueCore: @unchecked Sendable {
     let spinningHint = Atomic<Int>(0)
     let parkedHint = Atomic<Int>(0)
     let canSpawnHint = Atomic<Bool>(true)
+    /// Async drain waiters (`waitUntilAllOperationsAreFinished() async`), each signalled once when the queue
+    /// drains; nil (not empty) whenever there are none, so the finish path tests one rarely-set field. Under `lock`.
+    @exclusivity(unchecked) var asyncDrainWaiters: [SpindleSemaphore]? = nil
 
     init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil) {
         self.servingRunLoop = servingRunLoop
@@ -245,15 +248,17 @@ final class QueueCore: @unchecked Sendable {
     /// waiters are released), on a thread that is not running it as this queue's worker.
     func operationDidFinish(_ op: SpindleOperation) {
         self.lock.lock()
-        self.unlinkFinishedLocked(op)
+        let drainWaiters = self.unlinkFinishedLocked(op)
         let action = self.wakeOrSpawnLocked()
         self.lock.unlock()
         self.perform(action)
+        if let drainWaiters { for waiter in drainWaiters { waiter.signal() } }
     }
 
     /// The queue's side of a member's finish: unlink it, free its slot, release operations held behind it, and
-    /// wake queue waiters if it was the last. Caller holds `lock`; the caller decides who runs next.
-    func unlinkFinishedLocked(_ op: SpindleOperation) {
+    /// wake queue waiters if it was the last. Caller holds `lock`; the caller decides who runs next, and signals
+    /// the async drain waiters this returns after unlocking (their tasks may add work to this queue).
+    func unlinkFinishedLocked(_ op: SpindleOperation) -> [SpindleSemaphore]? {
         if let prev = op.memberPrev { prev.memberNext = op.memberNext } else { self.memberHead = op.memberNext }
         if let next = op.memberNext { next.memberPrev = op.memberPrev } else { self.memberTail = op.memberPrev }
         op.memberNext = nil
@@ -270,7 +275,11 @@ final class QueueCore: @unchecked Sendable {
             self.activeUnfinished -= 1
         }
         if self.heldHead < self.held.count { self.advanceBarriersLocked() }
-        if self.memberCount == 0 { self.drained.broadcast() }
+        if self.memberCount == 0 {
+            self.drained.broadcast()
+            if self.asyncDrainWaiters != nil { return self.takeAsyncDrainWaitersLocked() }
+        }
+        return nil
     }
 
     /// A member's priority changed: if it waits in a bucket, move it.

@@ -1,0 +1,110 @@
+/// The operation behind `SpindleOperationQueue.run`: runs a blocking body on a queue thread and hands its outcome
+/// to the one task awaiting it.
+///
+/// Guards: `phase`, `continuation`, `outcome` and `cancelRequested` are under `runLock` (an `InlineLock`; never
+/// held across user code or a resume). `body` is immutable. Lock order: `runLock` is a leaf; `cancel()` (the
+/// operation's own locks) is called after releasing it.
+///
+/// State machine (`phase`), forward only:
+/// - `created` → `waiting` (`install`: the task's continuation is stored, then the operation is added);
+///   `created` → stays (`awaitingTaskCancelled` before `install`: sets `cancelRequested`; `install` then resumes
+///   with `CancellationError` and the operation is never added);
+/// - `waiting` → `running` (`main` starts the body);
+/// - `waiting` → `abandoned` (the task was cancelled before the body started: resumed with `CancellationError` at
+///   once and the operation cancelled; `main`, if a worker still calls it, returns without running the body);
+/// - `running` → `done` and `waiting` → `done` (the operation finished and settled, in `start` after
+///   `super.start()`: resumed with the outcome, or `CancellationError` if the operation was cancelled).
+/// The continuation is resumed exactly once: by `install` (pre-cancelled), `awaitingTaskCancelled` (abandoned) or
+/// `start` (done), each after taking it out under `runLock`.
+final class AsyncRunOperation<Result: Sendable>: SpindleOperation, @unchecked Sendable {
+    enum Phase { case created, waiting, running, abandoned, done }
+
+    private let body: @Sendable () throws -> Result
+    private let runLock = InlineLock()
+    private var phase = Phase.created  // protected by runLock
+    private var continuation: UnsafeContinuation<Result, any Error>? = nil  // protected by runLock
+    private var outcome: Swift.Result<Result, any Error>? = nil  // protected by runLock
+    private var cancelRequested = false  // protected by runLock
+
+    init(_ body: @escaping @Sendable () throws -> Result) {
+        self.body = body
+        super.init()
+    }
+
+    /// Stores the awaiting task's continuation; returns whether the operation should now be added (false: the
+    /// task was cancelled first and the continuation has been resumed with `CancellationError`).
+    func install(_ continuation: UnsafeContinuation<Result, any Error>) -> Bool {
+        self.runLock.lock()
+        if self.cancelRequested {
+            self.runLock.unlock()
+            continuation.resume(throwing: CancellationError())
+            return false
+        }
+        self.continuation = continuation
+        self.phase = .waiting
+        self.runLock.unlock()
+        return true
+    }
+
+    /// The awaiting task was cancelled (its cancellation handler, any thread).
+    func awaitingTaskCancelled() {
+        self.runLock.lock()
+        self.cancelRequested = true
+        switch self.phase {
+        case .created, .abandoned, .done:
+            self.runLock.unlock()
+        case .waiting:
+            self.phase = .abandoned
+            let continuation = self.continuation
+            self.continuation = nil
+            self.runLock.unlock()
+            self.cancel()
+            continuation?.resume(throwing: CancellationError())
+        case .running:
+            self.runLock.unlock()
+            self.cancel()
+        }
+    }
+
+    override func main() throws {
+        self.runLock.lock()
+        guard self.phase == .waiting else {  // abandoned: the caller has gone, the body must not run
+            self.runLock.unlock()
+            return
+        }
+        self.phase = .running
+        self.runLock.unlock()
+        let outcome: Swift.Result<Result, any Error>
+        do { outcome = .success(try self.body()) } catch { outcome = .failure(error) }
+        self.runLock.lock()
+        self.outcome = outcome
+        self.runLock.unlock()
+    }
+
+    /// Runs as any operation does, then (finished, completion and queue bookkeeping done) resumes the task.
+    override func start() throws {
+        // A queue never makes this throw (the operation is private to `run`); if it did, the task is still resumed.
+        var startError: (any Error)? = nil
+        do { try super.start() } catch { startError = error }
+        self.runLock.lock()
+        guard self.phase == .waiting || self.phase == .running else {
+            self.runLock.unlock()
+            return
+        }
+        self.phase = .done
+        let continuation = self.continuation
+        self.continuation = nil
+        let outcome = self.outcome
+        self.outcome = nil
+        self.runLock.unlock()
+        if let startError {
+            continuation?.resume(throwing: startError)
+            throw startError
+        }
+        if self.isCancelled || outcome == nil {
+            continuation?.resume(throwing: CancellationError())
+        } else if let outcome {
+            continuation?.resume(with: outcome)
+        }
+    }
+}

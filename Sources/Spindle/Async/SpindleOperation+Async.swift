@@ -1,0 +1,39 @@
+/// The async wait for an operation.
+///
+/// It reuses the operation's own waiter hook (`Locked.waiters`, signalled by the finish path after the completion
+/// block, the dependents and the queue): the wait registers a fresh `SpindleSemaphore` there and awaits it with
+/// the semaphore's async wait, which suspends the task instead of blocking a thread. On cancellation the
+/// semaphore is withdrawn from `waiters` under the operation's lock (no leak); if the finish path had already
+/// taken it, its later `signal` only lands on a semaphore nobody waits on.
+extension SpindleOperation {
+    /// Suspends the calling task until the operation has finished and everything after (completion block,
+    /// dependents, its queue) is done, as the blocking `waitUntilFinished()` does, without blocking a thread.
+    /// Cancelling the awaiting task ends the wait; it never cancels the operation. Callable from any task.
+    ///
+    /// - Throws: `CancellationError` if the task is cancelled before the operation finished (at once if it was
+    ///   already cancelled when it called); `SpindleError.waitOnSelf` when called from this operation's own
+    ///   async body (`SpindleAsyncOperation`). Nothing changes then.
+    public final func waitUntilFinished() async throws {
+        try Task.checkCancellation()
+        if self.currentState.isSettled { return }
+        if SpindleAsyncOperation.running === self { throw SpindleError.waitOnSelf(name: self.displayName) }
+        let semaphore = try! SpindleSemaphore(value: 0)  // 0 is a valid value
+        let registered = self.withLocked { l -> Bool in
+            if self.currentState.isSettled { return false }
+            l.waiters.append(semaphore)
+            return true
+        }
+        if !registered { return }
+        do {
+            try await semaphore.wait()
+        } catch {
+            self.withLocked { l in
+                if let index = l.waiters.firstIndex(where: { $0 === semaphore }) { l.waiters.remove(at: index) }
+            }
+            throw error
+        }
+    }
+
+    /// Waiters registered right now (for tests: proves a cancelled async wait left nothing behind).
+    var waiterCount: Int { self.withLocked { $0.waiters.count } }
+}

@@ -1,0 +1,83 @@
+/// Async/await on a queue: the async drain wait, `run` (blocking work with its result awaited) and the queue as a
+/// `TaskExecutor`.
+///
+/// The drain wait registers a fresh `SpindleSemaphore` in `QueueCore.asyncDrainWaiters` (under the queue's lock,
+/// only if the queue has members) and awaits it with the semaphore's async wait. The finish path that empties the
+/// queue takes the whole list under the lock (`takeAsyncDrainWaitersLocked`) and signals each one after unlocking. A cancelled wait withdraws its semaphore under the lock and sets the
+/// field back to nil when it was the last, so a queue nobody awaits pays one nil test, only when it drains.
+extension SpindleOperationQueue {
+    /// Suspends the calling task until the queue has no operations (including ones added while waiting), as the
+    /// blocking form does, without blocking a thread. Cancelling the task ends the wait; it cancels nothing in
+    /// the queue. Callable from any task.
+    ///
+    /// - Throws: `CancellationError` if the task is cancelled before the queue drained (at once if it was already
+    ///   cancelled); `SpindleError.waitOnOwnQueue` from the async body of one of this queue's operations.
+    public func waitUntilAllOperationsAreFinished() async throws {
+        try Task.checkCancellation()
+        if let op = SpindleAsyncOperation.running, op.withLocked({ $0.queue }) === self {
+            throw SpindleError.waitOnOwnQueue(name: self.name)
+        }
+        let core = self.core
+        let semaphore = try! SpindleSemaphore(value: 0)  // 0 is a valid value
+        let mustWait = core.withAdmittedLock { () -> Bool in
+            if core.memberCount == 0 { return false }
+            core.asyncDrainWaiters = (core.asyncDrainWaiters ?? []) + [semaphore]
+            return true
+        }
+        if !mustWait { return }
+        do {
+            try await semaphore.wait()
+        } catch {
+            core.lock.withLock {
+                guard var list = core.asyncDrainWaiters else { return }
+                if let index = list.firstIndex(where: { $0 === semaphore }) { list.remove(at: index) }
+                core.asyncDrainWaiters = list.isEmpty ? nil : list
+            }
+            throw error
+        }
+    }
+
+    /// Runs `body` as an operation of this queue (on one of its threads, within its width, at `priority`) and
+    /// returns what it returns, suspending the calling task meanwhile. The operation counts in the queue like
+    /// any other until it has finished; the call returns after that.
+    ///
+    /// Cancellation: cancelling the awaiting task cancels the operation and the call throws `CancellationError`.
+    /// If `body` has not started, the call throws at once and `body` will never run (the cancelled operation
+    /// leaves the queue when the queue reaches it). If `body` is running, it is told through its operation
+    /// (`SpindleOperation.current?.isCancelled`) and the call waits for it to return, so no work of this call
+    /// runs after it has thrown. The same holds when the operation is cancelled by other means
+    /// (`cancelAllOperations()`).
+    ///
+    /// - Throws: the error `body` threw; `CancellationError` as described above (it takes precedence over the
+    ///   body's value or error once the operation was cancelled).
+    public func run<Result: Sendable>(priority: SpindleOperation.QueuePriority = .normal,
+                                      _ body: @escaping @Sendable () throws -> Result) async throws -> Result {
+        let op = AsyncRunOperation<Result>(body)
+        op.queuePriority = priority
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Result, any Error>) in
+                if op.install(continuation) {
+                    try! self.addOperation(op)  // a new, private operation can always be added
+                }
+            }
+        } onCancel: {
+            op.awaitingTaskCancelled()
+        }
+    }
+
+    /// An executor (SE-0417) that runs tasks' jobs as operations of this queue, on its threads and within its
+    /// width: `withTaskExecutorPreference(queue.taskExecutor) { … }`. Each access makes a small new object that
+    /// keeps the queue alive; any of them is equivalent. Callable from any thread.
+    public var taskExecutor: SpindleTaskExecutor { SpindleTaskExecutor(queue: self) }
+}
+
+extension QueueCore {
+    /// The queue just drained with async waiters registered: takes them all, for the caller to signal after
+    /// unlocking. Caller holds `lock`.
+    @inline(never)
+    func takeAsyncDrainWaitersLocked() -> [SpindleSemaphore] {
+        let waiters = self.asyncDrainWaiters ?? []
+        self.asyncDrainWaiters = nil
+        return waiters
+    }
+}

@@ -1,0 +1,52 @@
+/// A `TaskExecutor` (SE-0417) backed by a `SpindleOperationQueue`: every job a task hands it runs as one
+/// operation of that queue, on one of the queue's threads, within its width and suspension. Use it with
+/// `withTaskExecutorPreference(queue.taskExecutor) { … }` or `Task(executorPreference:)`: nonisolated async code
+/// and child tasks then run on Spindle's threads (`SpindleOperationQueue.current` is the queue there).
+///
+/// A job runs until its task next suspends, so a task occupies a thread and a slot only while it has work; a
+/// suspended task holds neither. Job priority maps onto queue priority (high → `.high`, medium → `.normal`, low
+/// and utility → `.low`, background → `.veryLow`). Jobs are counted in `operationCount` while they wait or run.
+///
+/// Guards: none needed; `queue` is immutable and the queue is thread-safe. Keeps the queue alive.
+/// Threading: `enqueue` from any thread (the concurrency runtime calls it).
+public final class SpindleTaskExecutor: TaskExecutor, @unchecked Sendable {
+    /// The queue that runs the jobs.
+    public let queue: SpindleOperationQueue
+
+    /// An executor for `queue` (the same as `queue.taskExecutor`).
+    public init(queue: SpindleOperationQueue) { self.queue = queue }
+
+    /// Runs `job` as an operation of the queue. Called by the concurrency runtime; any thread.
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let priority = ExecutorJobOperation.queuePriority(for: job.priority)
+        let op = ExecutorJobOperation(job: UnownedJob(job), executor: self)
+        if priority != .normal { op.queuePriority = priority }
+        try! self.queue.addOperation(op)  // a new operation can always be added
+    }
+}
+
+/// One job of a task, run as an operation by `SpindleTaskExecutor`. Immutable after `init`.
+final class ExecutorJobOperation: SpindleOperation, @unchecked Sendable {
+    private let job: UnownedJob
+    private let executor: SpindleTaskExecutor
+
+    init(job: UnownedJob, executor: SpindleTaskExecutor) {
+        self.job = job
+        self.executor = executor
+        super.init()
+    }
+
+    override func main() throws {
+        self.job.runSynchronously(on: self.executor.asUnownedTaskExecutor())
+    }
+
+    static func queuePriority(for priority: JobPriority) -> SpindleOperation.QueuePriority {
+        switch priority.rawValue {
+        case 25...: return .high
+        case 21..<25: return .normal
+        case 10..<21: return .low
+        case 1..<10: return .veryLow
+        default: return .normal  // unspecified
+        }
+    }
+}

@@ -1,0 +1,181 @@
+import Testing
+
+@testable import Spindle
+
+/// A queue as a `TaskExecutor` (SE-0417) and `SpindleRunLoopExecutor` as an actor's `SerialExecutor`.
+@Suite struct AsyncExecutorTests {
+    /// Where the calling code runs: on which queue's worker, which Spindle thread.
+    struct Place: Sendable, Equatable {
+        let onQueue: Bool
+        let threadName: String
+        init(_ queue: SpindleOperationQueue) {
+            self.onQueue = SpindleOperationQueue.current === queue
+            self.threadName = SpindleThread.current.name
+        }
+    }
+
+    @Test func childTasksPreferringTheQueueRunOnItsWorkers() async throws {
+        let queue = try SpindleOperationQueue(name: "at-exec", maxConcurrentOperationCount: 2)
+        let places = await withTaskExecutorPreference(queue.taskExecutor) { () async -> [Place] in
+            var places = [Place(queue)]  // the body itself
+            async let child = Place(queue)
+            places.append(await child)
+            await withTaskGroup(of: Place.self) { group in
+                for _ in 0..<20 { group.addTask { Place(queue) } }
+                for await place in group { places.append(place) }
+            }
+            return places
+        }
+        #expect(places.count == 22)
+        for place in places {
+            #expect(place.onQueue)
+            #expect(place.threadName.hasPrefix("spindle.w"), "a worker of the queue, not a cooperative thread")
+        }
+        #expect(!Place(queue).onQueue, "outside the preference the task is back on the global executor")
+    }
+
+    @Test func anUnstructuredTaskWithThePreferenceRunsThere() async throws {
+        let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
+        let place = await Task(executorPreference: queue.taskExecutor) { Place(queue) }.value
+        #expect(place.onQueue && place.threadName.hasPrefix("spindle.w"))
+    }
+
+    @Test func jobsRespectTheQueuesWidthAndSuspendedTasksHoldNoThread() async throws {
+        // Width 1: at most one job at a time; yet 30 tasks can all be suspended at once, since a suspended task
+        // holds neither the queue's slot nor its thread.
+        let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
+        let inside = QTHighWater()
+        let sem = try SpindleSemaphore(value: 0)
+        try await withTaskExecutorPreference(queue.taskExecutor) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<30 {
+                    group.addTask {
+                        inside.enter()
+                        inside.leave()
+                        try await sem.wait()
+                        inside.enter()
+                        inside.leave()
+                    }
+                }
+                group.addTask {
+                    #expect(await atEventually { sem.waiterCount == 30 })
+                    for _ in 0..<30 { sem.signal() }
+                }
+                try await group.waitForAll()
+            }
+        }
+        #expect(inside.maximum == 1)
+        try await queue.waitUntilAllOperationsAreFinished()
+    }
+
+    @Test func jobPrioritiesMapOntoQueuePriorities() {
+        #expect(ExecutorJobOperation.queuePriority(for: JobPriority(TaskPriority.high)) == .high)
+        #expect(ExecutorJobOperation.queuePriority(for: JobPriority(TaskPriority.medium)) == .normal)
+        #expect(ExecutorJobOperation.queuePriority(for: JobPriority(TaskPriority.low)) == .low)
+        #expect(ExecutorJobOperation.queuePriority(for: JobPriority(TaskPriority.background)) == .veryLow)
+    }
+
+    // MARK: Run-loop executor
+
+    /// Stands for a C library that must always be called from the same thread.
+    actor Device {
+        let executor: SpindleRunLoopExecutor
+        nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
+        private var calls = 0
+        private var threads: Set<Int32> = []
+
+        init(executor: SpindleRunLoopExecutor) { self.executor = executor }
+
+        func call() -> Int32 {
+            self.calls += 1
+            let tid = SpindleThread.current.threadID
+            self.threads.insert(tid)
+            return tid
+        }
+
+        func callAcrossASuspension(_ sem: SpindleSemaphore) async throws -> [Int32] {
+            let before = SpindleThread.current.threadID
+            try await sem.wait()
+            return [before, SpindleThread.current.threadID]
+        }
+
+        var summary: (calls: Int, threads: Set<Int32>) { (self.calls, self.threads) }
+    }
+
+    @Test func everyCallRunsOnTheExecutorsOneThreadUnderConcurrentCallers() async throws {
+        let executor = try SpindleRunLoopExecutor(name: "at-device")
+        let device = Device(executor: executor)
+        let expected = executor.thread!.threadID
+        #expect(expected != 0)
+        let tids = await withTaskGroup(of: [Int32].self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    var seen: [Int32] = []
+                    for _ in 0..<250 { seen.append(await device.call()) }
+                    return seen
+                }
+            }
+            return await group.reduce(into: [Int32]()) { $0 += $1 }
+        }
+        #expect(tids.count == 2000)
+        #expect(Set(tids) == [expected])
+        let summary = await device.summary
+        #expect(summary.calls == 2000, "calls were serialised: no increment lost")
+        #expect(summary.threads == [expected])
+    }
+
+    @Test func theActorComesBackToItsThreadAfterSuspending() async throws {
+        let executor = try SpindleRunLoopExecutor(name: "at-device")
+        let device = Device(executor: executor)
+        let sem = try SpindleSemaphore(value: 0)
+        async let sides = device.callAcrossASuspension(sem)
+        #expect(await atEventually { sem.waiterCount == 1 })
+        sem.signal()
+        let tids = try await sides
+        #expect(tids == [executor.thread!.threadID, executor.thread!.threadID])
+    }
+
+    @Test func assumeIsolatedWorksFromTheLoopsOwnCallouts() async throws {
+        let executor = try SpindleRunLoopExecutor(name: "at-device")
+        let device = Device(executor: executor)
+        let done = QTGate()
+        let result = QTLog<Int32>()
+        executor.runLoop.perform {
+            result.append(device.assumeIsolated { $0.call() })
+            done.open()
+        }
+        #expect(await atEventually { done.tryWait() })
+        #expect(result.all == [executor.thread!.threadID])
+        #expect(executor.isIsolatingCurrentContext() == false, "the test's own thread does not own the loop")
+    }
+
+    @Test func releasingTheExecutorEndsItsThread() async throws {
+        var executor: SpindleRunLoopExecutor? = try SpindleRunLoopExecutor(name: "at-gone")
+        let thread = executor!.thread!
+        var device: Device? = Device(executor: executor!)
+        _ = await device!.call()
+        device = nil
+        executor = nil
+        #expect(await atEventually { thread.isFinished }, "the loop's thread exits once nothing holds the executor")
+    }
+
+    @Test func aLoopRunByItsOwnThreadCanServeAnActor() async throws {
+        let ready = QTGate()
+        let handOff = SpindleLockedValue<(SpindleRunLoop, SpindlePort<Int>)?>(nil)
+        let thread = try SpindleThread.spawnJoinable(name: "at-own-loop") {
+            let port = SpindlePort<Int>(name: "keep") { _ in }
+            let loop = SpindleRunLoop.current
+            try? loop.add(port)
+            handOff.withLockedValue { $0 = (loop, port) }
+            ready.open()
+            _ = try? loop.run(untilInvalidated: port, before: .after(.seconds(atDeadline)))
+        }
+        #expect(await atEventually { ready.tryWait() })
+        let (loop, port) = handOff.value!
+        let device = Device(executor: SpindleRunLoopExecutor(runLoop: loop))
+        let tid = await device.call()
+        #expect(tid == thread.threadID)
+        port.invalidate()
+        try thread.join()
+    }
+}
