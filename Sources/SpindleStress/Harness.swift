@@ -10,7 +10,7 @@ import Synchronization
 
 struct StressConfig: Sendable {
     var scenarios: [String]
-    var duration: Double = 6
+    var duration: Double = 3.5
     var opsCap: Int = 2_000_000
     var threads: Int = 4
     var seed: UInt64
@@ -134,6 +134,8 @@ struct ScenarioResult: Sendable {
     var violations: [(String, Int)]
     var figures: [(String, String)]
     var examples: [String]
+    var rssStart = -1
+    var rssEnd = -1
     var total: Int { violations.reduce(0) { $0 + $1.1 } }
 }
 
@@ -208,6 +210,7 @@ final class ScenarioContext: @unchecked Sendable {
     func makeQueue(_ name: String, width: Int) -> SpindleOperationQueue {
         let q = try! SpindleOperationQueue(name: name, maxConcurrentOperationCount: width)
         Watchdog.register(q)
+        LiveObjects.track(q)
         return q
     }
 
@@ -303,6 +306,8 @@ enum Watchdog {
             var lastRateOps = 0
             var lastRateNs = nowNs()
             var windowRate: Double? = nil  // ops/s over the last 1 s window; nil until one has passed
+            var lastPlainNs = nowNs()
+            let plainEveryNs: UInt64 = 3_000_000_000
             while true {
                 sleepMicros(200_000)
                 guard let ctx = current.withLock({ $0 }) else {
@@ -317,6 +322,7 @@ enum Watchdog {
                     lastRateNs = ctx.startNs
                     lastOps = -1
                     windowRate = nil
+                    lastPlainNs = now
                 }
                 if ops != lastOps {
                     lastOps = ops
@@ -329,8 +335,14 @@ enum Watchdog {
                 }
                 let elapsed = Double(now - ctx.startNs) / 1e9
                 let rate = windowRate ?? (elapsed > 0 ? Double(ops) / elapsed : 0)
-                Output.progress("[\(ctx.name)] \(fmt(elapsed))s  ops \(ops)  rate \(fmt(rate, 0))/s  "
-                    + "violations \(ctx.violationTotal.load(ordering: .relaxed))")
+                let text = "[\(ctx.name)] \(fmt(elapsed))s  ops \(ops)  rate \(fmt(rate, 0))/s  "
+                    + "violations \(ctx.violationTotal.load(ordering: .relaxed))"
+                if Output.isTTY {
+                    Output.progress(text)  // one line, rewritten in place
+                } else if now - lastPlainNs >= plainEveryNs {
+                    Output.line("  " + text)  // a plain line every few seconds (logs, pipes)
+                    lastPlainNs = now
+                }
                 if Double(now - lastChange) / 1e9 >= stallSeconds {
                     dump(ctx, stalledFor: Double(now - lastChange) / 1e9)
                     _exit(3)
