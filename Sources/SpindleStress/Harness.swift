@@ -10,7 +10,7 @@ import Synchronization
 
 struct StressConfig: Sendable {
     var scenarios: [String]
-    var duration: Double = 3.5
+    var duration: Double = 4.5
     var opsCap: Int = 2_000_000
     var threads: Int = 4
     var seed: UInt64

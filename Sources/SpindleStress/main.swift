@@ -46,7 +46,7 @@ let allScenarios: [Scenario] = [
 let usage = """
     usage: spindle-stress [options]
       --scenarios a,b,c   scenarios to run, in this order (default: all; see --list)
-      --duration SECONDS  time per scenario (default 3.5; the default pass takes about a minute)
+      --duration SECONDS  time per scenario (default 4.5; the default pass takes about a minute)
       --ops N             cap on operations per scenario (default 2000000)
       --threads N         adder/canceller threads (default 4)
       --seed N            seed (decimal or 0x hex; default: random, printed at start)
