@@ -15,13 +15,13 @@ enum LiveObjects {
     static let operations = Atomic<Int>(0)
     /// Operations created so far (a figure).
     static let operationsCreated = Atomic<Int>(0)
-    private static let queues = Mutex<[Watchdog.WeakQueue]>([])
+    private static let queues = SpindleLockedValue<[Watchdog.WeakQueue]>([])
     static let queuesCreated = Atomic<Int>(0)
 
     /// Records a queue made by the harness (its deinit is seen through the weak reference).
     static func track(_ q: SpindleOperationQueue) {
         queuesCreated.add(1, ordering: .relaxed)
-        queues.withLock { list in
+        queues.withLockedValue { list in
             if list.count > 64 { list.removeAll { $0.queue == nil } }
             list.append(Watchdog.WeakQueue(q))
         }
@@ -29,7 +29,7 @@ enum LiveObjects {
 
     /// Queues made by the harness that are still alive.
     static var liveQueues: [SpindleOperationQueue] {
-        queues.withLock { list in
+        queues.withLockedValue { list in
             list.removeAll { $0.queue == nil }
             return list.compactMap { $0.queue }
         }

@@ -18,7 +18,7 @@ import Synchronization
 final class BlockTally: @unchecked Sendable {
     let ctx: ScenarioContext
     let index: Int
-    let counts: Mutex<[Int]>
+    let counts: SpindleLockedValue<[Int]>
     let completions = Atomic<Int>(0)
     let finishEvents = Atomic<Int>(0)
     weak var op: SpindleOperation?
@@ -26,13 +26,13 @@ final class BlockTally: @unchecked Sendable {
     init(ctx: ScenarioContext, index: Int) {
         self.ctx = ctx
         self.index = index
-        self.counts = Mutex([])
+        self.counts = SpindleLockedValue([])
     }
 
     /// A block that records its run under slot `slot` (slots are reserved with `reserve`).
     func block(_ slot: Int) -> @Sendable () -> Void {
         { [self] in
-            self.counts.withLock { $0[slot] += 1 }
+            self.counts.withLockedValue { $0[slot] += 1 }
             if let op = self.op, !op.isExecuting || op.isFinished {
                 self.ctx.violation("block-outside-execution", "op \(self.index) block \(slot): executing "
                     + "\(op.isExecuting) finished \(op.isFinished)")
@@ -42,7 +42,7 @@ final class BlockTally: @unchecked Sendable {
 
     /// Reserves `n` new slots; returns the first.
     func reserve(_ n: Int) -> Int {
-        self.counts.withLock { c in
+        self.counts.withLockedValue { c in
             let first = c.count
             c.append(contentsOf: repeatElement(0, count: n))
             return first
@@ -127,7 +127,7 @@ enum BlocksScenario {
             let queueOf = (0..<n).map { _ in rng.int(0..<queues.count) }
             let roundSeed = rng.next()
             // Racing adders record which of their blocks were accepted (slot, accepted).
-            let raced = Mutex<[(op: Int, slot: Int, accepted: Bool)]>([])
+            let raced = SpindleLockedValue<[(op: Int, slot: Int, accepted: Bool)]>([])
             let hand = (0..<n).filter { byHand[$0] }
             // Thread 0 adds to queues, thread 1 starts by hand, thread 2 races addExecutionBlock, thread 3 cancels.
             runThreads(ctx, 4, name: "blocks") { t in
@@ -156,7 +156,7 @@ enum BlocksScenario {
                                     ctx.violation("wrong-error", "racing addExecutionBlock threw \(error)")
                                 }
                             }
-                            raced.withLock { $0.append((i, slot, accepted)) }
+                            raced.withLockedValue { $0.append((i, slot, accepted)) }
                         }
                     }
                 default:
@@ -168,7 +168,7 @@ enum BlocksScenario {
             }
             guard ctx.drain(queues, timeout: .seconds(30)) else { break }
             // Operations started by hand finished before their start() returned; perform() too (synchronous).
-            let racedList = raced.withLock { $0 }
+            let racedList = raced.withLockedValue { $0 }
             for (i, op) in frozen.enumerated() {
                 let tally = tallies[i]
                 if !op.isFinished { ctx.violation("not-finished", "op \(i): \(op)") }
@@ -178,7 +178,7 @@ enum BlocksScenario {
                     let fe = tally.finishEvents.load(ordering: .relaxed)
                     if fe != 1 { ctx.violation("finish-not-once", "op \(i): \(fe) did-isFinished events") }
                 }
-                let counts = tally.counts.withLock { $0 }
+                let counts = tally.counts.withLockedValue { $0 }
                 let rejected = Set(racedList.filter { $0.op == i && !$0.accepted }.map(\.slot))
                 var ran = 0
                 var expected = 0

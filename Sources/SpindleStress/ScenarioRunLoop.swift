@@ -22,8 +22,8 @@ struct StormMessage: Sendable {
 
 /// What the loop thread saw of one port storm (only the loop thread writes while the storm runs).
 final class PortSink: @unchecked Sendable {
-    let state: Mutex<(next: [Int], delivered: Int, retired: Bool, handlerRuns: Int)>
-    init(senders: Int) { self.state = Mutex((Array(repeating: 0, count: senders), 0, false, 0)) }
+    let state: SpindleLockedValue<(next: [Int], delivered: Int, retired: Bool, handlerRuns: Int)>
+    init(senders: Int) { self.state = SpindleLockedValue((Array(repeating: 0, count: senders), 0, false, 0)) }
 }
 
 /// An operation that parks in its worker's run loop until its port is invalidated (seed 004).
@@ -119,7 +119,7 @@ enum RunLoopScenario {
         let retired = try! SpindleSemaphore(value: 0)
         let loopTid = lt.tid
         let port = SpindlePort<StormMessage>(name: "storm", invalidationHandler: {
-            let runs = sink.state.withLock { s -> Int in
+            let runs = sink.state.withLockedValue { s -> Int in
                 s.retired = true
                 s.handlerRuns += 1
                 return s.handlerRuns
@@ -131,7 +131,7 @@ enum RunLoopScenario {
             retired.signal()
         }) { m in
             if SpindleThread.current.threadID != loopTid { ctx.violation("wrong-thread", "message delivered off the loop thread") }
-            let (expected, wasRetired) = sink.state.withLock { s -> (Int, Bool) in
+            let (expected, wasRetired) = sink.state.withLockedValue { s -> (Int, Bool) in
                 let e = s.next[m.sender]
                 if m.seq >= e { s.next[m.sender] = m.seq + 1 }
                 s.delivered += 1
@@ -154,7 +154,7 @@ enum RunLoopScenario {
         let perSender = rng.int(200...2000)
         let invalidator = rng.chance(0.5) ? rng.int(0..<senders) : -1
         let invalidateAt = rng.int(0..<perSender)
-        let acceptedCounts = Mutex([Int](repeating: 0, count: senders))
+        let acceptedCounts = SpindleLockedValue([Int](repeating: 0, count: senders))
         let roundSeed = rng.next()
         // Sender threads, plus (for a late add) one thread that schedules the port after a moment.
         runThreads(ctx, senders + (lateAdd ? 1 : 0), name: "port-storm") { t in
@@ -186,7 +186,7 @@ enum RunLoopScenario {
                 }
                 if local.chance(0.002) { sleepMicros(local.int(1...100)) }
             }
-            acceptedCounts.withLock { $0[t] = accepted }
+            acceptedCounts.withLockedValue { $0[t] = accepted }
         }
         while !added.load(ordering: .acquiring) { sleepMicros(50) }
         port.invalidate()
@@ -197,8 +197,8 @@ enum RunLoopScenario {
         if (try? port.send(StormMessage(sender: 0, seq: perSender + 2))) != nil {
             ctx.violation("send-after-invalidate-accepted", "a send after invalidation was accepted")
         }
-        let accepted = acceptedCounts.withLock { $0 }
-        let (next, delivered) = sink.state.withLock { ($0.next, $0.delivered) }
+        let accepted = acceptedCounts.withLockedValue { $0 }
+        let (next, delivered) = sink.state.withLockedValue { ($0.next, $0.delivered) }
         for s in 0..<senders where next[s] != accepted[s] {
             ctx.violation(next[s] < accepted[s] ? "message-lost" : "message-duplicated",
                           "sender \(s): \(accepted[s]) accepted, delivered up to #\(next[s] - 1)")
@@ -213,7 +213,7 @@ enum RunLoopScenario {
     /// One perform storm; returns the performs run.
     static func performStorm(_ ctx: ScenarioContext, _ lt: LoopThread, senders: Int, _ rng: inout SplitMix64) -> Int {
         let per = rng.int(200...1500)
-        let next = Mutex([Int](repeating: 0, count: senders))
+        let next = SpindleLockedValue([Int](repeating: 0, count: senders))
         let followUps = Atomic<Int>(0)  // scheduled from the loop thread
         let followUpsRun = Atomic<Int>(0)
         let ran = Atomic<Int>(0)
@@ -226,7 +226,7 @@ enum RunLoopScenario {
                 let follow = local.chance(0.1)
                 loop.perform {
                     if SpindleThread.current.threadID != loopTid { ctx.violation("wrong-thread", "perform ran off the loop thread") }
-                    let expected = next.withLock { n -> Int in
+                    let expected = next.withLockedValue { n -> Int in
                         let e = n[t]
                         if seq >= e { n[t] = seq + 1 }
                         return e
@@ -265,7 +265,7 @@ enum RunLoopScenario {
         let fu = followUpsRun.load(ordering: .acquiring), fuWanted = followUps.load(ordering: .acquiring)
         if got != total { ctx.violation(got < total ? "perform-lost" : "perform-not-once", "\(total) performs, \(got) ran") }
         if fu != fuWanted { ctx.violation(fu < fuWanted ? "perform-lost" : "perform-not-once", "\(fuWanted) follow-ups, \(fu) ran") }
-        let finalNext = next.withLock { $0 }
+        let finalNext = next.withLockedValue { $0 }
         for (s, n) in finalNext.enumerated() where n != per {
             ctx.violation("perform-lost", "sender \(s): performs ran up to #\(n - 1) of \(per)")
         }
