@@ -5,8 +5,10 @@ import Synchronization
 // Memory back to baseline: every operation class the harness creates carries a `LiveToken` (a non-copyable
 // field whose init and deinit bump one global counter, so it costs no allocation), and every queue the harness
 // creates is registered (weakly) with `LiveObjects`. After each scenario, `LiveObjects.settle` waits a few seconds
-// for both counts to reach zero and records a `live-objects` violation otherwise: an operation or queue that
-// outlives its scenario is a leak (a retain cycle, a lost release in the library, a stuck worker).
+// for both counts to come back to what they were when the scenario started (zero, unless an earlier scenario
+// leaked) and records a `live-objects` violation otherwise: an operation or queue that outlives its scenario is a
+// leak (a retain cycle, a lost release in the library, a stuck worker). Each leak is counted once, by the scenario
+// that made it.
 // RSS (/proc/self/statm) is reported, not checked: malloc need not give memory back to the system.
 
 /// Live-object counters for the stress binary's own objects.
@@ -35,22 +37,26 @@ enum LiveObjects {
         }
     }
 
-    /// Waits up to `seconds` for every harness operation and queue to be freed; counts what is left as violations
-    /// of `live-objects` in `ctx`, and records the figure. Call after the scenario has returned (its locals gone).
-    static func settle(_ ctx: ScenarioContext, seconds: Double = 5) {
+    /// What is alive now (take it before a scenario starts).
+    static var snapshot: (operations: Int, queues: Int) { (operations.load(ordering: .acquiring), liveQueues.count) }
+
+    /// Waits up to `seconds` for the harness operations and queues to come back to `baseline` (taken before the
+    /// scenario started); counts what is left over as violations of `live-objects` in `ctx`. Call after the
+    /// scenario has returned (its locals gone).
+    static func settle(_ ctx: ScenarioContext, baseline: (operations: Int, queues: Int), seconds: Double = 5) {
         let deadline = nowNs() + UInt64(seconds * 1e9)
-        var ops = operations.load(ordering: .acquiring)
-        var qs = liveQueues.count
-        while (ops != 0 || qs != 0) && nowNs() < deadline {
+        var ops = operations.load(ordering: .acquiring) - baseline.operations
+        var qs = liveQueues.count - baseline.queues
+        while (ops > 0 || qs > 0) && nowNs() < deadline {
             sleepMicros(5_000)
-            ops = operations.load(ordering: .acquiring)
-            qs = liveQueues.count
+            ops = operations.load(ordering: .acquiring) - baseline.operations
+            qs = liveQueues.count - baseline.queues
         }
-        if ops != 0 {
+        if ops > 0 {
             ctx.violation("live-objects", "\(ops) operation(s) created by the scenario still alive \(fmt(seconds)) s "
-                + "after it ended", count: Swift.max(1, abs(ops)))
+                + "after it ended", count: ops)
         }
-        if qs != 0 {
+        if qs > 0 {
             let names = liveQueues.prefix(4).map { $0.name }.joined(separator: ", ")
             ctx.violation("live-objects", "\(qs) queue(s) still alive \(fmt(seconds)) s after the scenario ended: "
                 + names, count: qs)

@@ -212,6 +212,7 @@ enum SelfWaitScenario {
         let done = AtomicCounter()
         var expected = 0
         var rounds = 0
+        var hung = false
         var perMode = [Int](repeating: 0, count: SelfWaitProbe.Mode.allCases.count + 1)
         // Untimed variants hang for good if detection fails: a quarter of the probes use them.
         func variant(_ rng: inout SplitMix64) -> Int { rng.chance(0.25) ? 0 : rng.int(1...2) }
@@ -242,25 +243,32 @@ enum SelfWaitScenario {
             }
             // Probes started by hand, on two helper threads.
             let frozen = hand
-            let ok = runThreads(ctx, 2, name: "selfwait-hand", timeout: .seconds(20)) { t in
+            // Bounds well under the watchdog's 20 s, so a hang is counted as a violation, not a stall.
+            let ok = runThreads(ctx, 2, name: "selfwait-hand", timeout: .seconds(6)) { t in
                 var i = t
                 while i < frozen.count {
                     do { try frozen[i].start() } catch { ctx.violation("wrong-error", "start() of a probe threw \(error)") }
                     i += 2
                 }
             }
-            if !ok { ctx.violation("self-wait-hang", "a probe started by hand did not return within 20 s") }
-            guard ctx.drain(queues + [other], timeout: .seconds(20)) else {
-                ctx.violation("self-wait-hang", "a queue with self-waiting probes did not drain within 20 s")
+            if !ok {
+                ctx.violation("self-wait-hang", "a probe started by hand did not return within 6 s")
+                hung = true
+                break
+            }
+            guard ctx.drain(queues + [other], timeout: .seconds(8)) else {
+                ctx.violation("self-wait-hang", "a queue with self-waiting probes did not drain within 8 s")
+                hung = true
                 break
             }
             let dl = SpindleDeadline.after(.seconds(5))
             while done.n.load(ordering: .acquiring) < expected && !dl.hasPassed { sleepMicros(200) }
         }
+        ctx.figure("rounds", "\(rounds)")
+        ctx.figure("probes", perMode.map(String.init).joined(separator: "/"))
+        if hung { return }  // wedged probes stay wedged: the leak is reported by live-objects
         ctx.drain(queues + [other])
         let got = done.n.load(ordering: .acquiring)
         if got != expected { ctx.violation("completion-missing", "\(expected) probes, \(got) completions") }
-        ctx.figure("rounds", "\(rounds)")
-        ctx.figure("probes", perMode.map(String.init).joined(separator: "/"))
     }
 }

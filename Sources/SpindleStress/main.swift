@@ -172,10 +172,11 @@ for (i, name) in config.scenarios.enumerated() {
         .seedValue
     let ctx = ScenarioContext(name: name, invariants: scenario.invariants + ["live-objects"], config: config, seed: seed)
     let rssBefore = residentBytes()
+    let liveBefore = LiveObjects.snapshot
     Watchdog.setScenario(ctx)
     scenario.run(ctx)
     // Memory back to baseline: every operation and queue the scenario made must be freed (bounded wait).
-    LiveObjects.settle(ctx)
+    LiveObjects.settle(ctx, baseline: liveBefore)
     Watchdog.setScenario(nil)
     ctx.figure("rss", "\(mib(rssBefore))->\(mib(residentBytes())) MiB")
     var r = ctx.result()
