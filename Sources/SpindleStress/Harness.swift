@@ -10,7 +10,7 @@ import Synchronization
 
 struct StressConfig: Sendable {
     var scenarios: [String]
-    var duration: Double = 6
+    var duration: Double = 4.5
     var opsCap: Int = 2_000_000
     var threads: Int = 4
     var seed: UInt64
@@ -63,7 +63,7 @@ func spin(ns: UInt64) {
 }
 
 enum Output {
-    static let lock = Mutex<Bool>(false)  // true while a progress line is on screen
+    static let lock = SpindleLockedValue<Bool>(false)  // true while a progress line is on screen
     static let isTTY = isatty(1) == 1
 
     static func raw(_ fd: Int32, _ s: String) {
@@ -80,14 +80,14 @@ enum Output {
 
     /// A full line on stdout, clearing a progress line first.
     static func line(_ s: String) {
-        lock.withLock { shown in
+        lock.withLockedValue { shown in
             if shown { raw(1, "\r\u{1B}[2K"); shown = false }
             raw(1, s + "\n")
         }
     }
 
     static func error(_ s: String) {
-        lock.withLock { shown in
+        lock.withLockedValue { shown in
             if shown { raw(1, "\r\u{1B}[2K"); shown = false }
             raw(2, s + "\n")
         }
@@ -96,14 +96,14 @@ enum Output {
     /// Rewrites the progress line (terminals only).
     static func progress(_ s: String) {
         guard isTTY else { return }
-        lock.withLock { shown in
+        lock.withLockedValue { shown in
             raw(1, "\r\u{1B}[2K" + s)
             shown = true
         }
     }
 
     static func clearProgress() {
-        lock.withLock { shown in
+        lock.withLockedValue { shown in
             if shown { raw(1, "\r\u{1B}[2K"); shown = false }
         }
     }
@@ -134,6 +134,8 @@ struct ScenarioResult: Sendable {
     var violations: [(String, Int)]
     var figures: [(String, String)]
     var examples: [String]
+    var rssStart = -1
+    var rssEnd = -1
     var total: Int { violations.reduce(0) { $0 + $1.1 } }
 }
 
@@ -146,7 +148,7 @@ final class ScenarioContext: @unchecked Sendable {
     let endNs: UInt64
     let ops = Atomic<Int>(0)
     let violationTotal = Atomic<Int>(0)
-    private let state: Mutex<(names: [String], counts: [String: Int], examples: [String], figures: [(String, String)])>
+    private let state: SpindleLockedValue<(names: [String], counts: [String: Int], examples: [String], figures: [(String, String)])>
 
     init(name: String, invariants: [String], config: StressConfig, seed: UInt64) {
         self.name = name
@@ -156,7 +158,7 @@ final class ScenarioContext: @unchecked Sendable {
         self.endNs = self.startNs &+ UInt64(config.duration * 1e9)
         var counts: [String: Int] = [:]
         for i in invariants { counts[i] = 0 }
-        self.state = Mutex((invariants, counts, [], []))
+        self.state = SpindleLockedValue((invariants, counts, [], []))
     }
 
     /// Whether there is time and operation budget left.
@@ -171,7 +173,7 @@ final class ScenarioContext: @unchecked Sendable {
         guard count > 0 else { return }
         self.violationTotal.add(count, ordering: .relaxed)
         let text = message()
-        let first = self.state.withLock { s -> Bool in
+        let first = self.state.withLockedValue { s -> Bool in
             if s.counts[invariant] == nil { s.names.append(invariant) }
             s.counts[invariant, default: 0] += count
             if s.examples.count < 8 { s.examples.append("\(invariant): \(text)"); return s.examples.count <= 3 }
@@ -182,7 +184,7 @@ final class ScenarioContext: @unchecked Sendable {
 
     /// Records one figure (a measured value shown in the table's notes and the JSON report).
     func figure(_ key: String, _ value: String) {
-        self.state.withLock { s in
+        self.state.withLockedValue { s in
             if let i = s.figures.firstIndex(where: { $0.0 == key }) { s.figures[i].1 = value } else {
                 s.figures.append((key, value))
             }
@@ -195,7 +197,7 @@ final class ScenarioContext: @unchecked Sendable {
 
     func result() -> ScenarioResult {
         let seconds = Double(nowNs() - self.startNs) / 1e9
-        return self.state.withLock { s in
+        return self.state.withLockedValue { s in
             ScenarioResult(name: self.name, ops: self.ops.load(ordering: .relaxed), seconds: seconds,
                            violations: s.names.map { ($0, s.counts[$0] ?? 0) }, figures: s.figures,
                            examples: s.examples)
@@ -208,6 +210,7 @@ final class ScenarioContext: @unchecked Sendable {
     func makeQueue(_ name: String, width: Int) -> SpindleOperationQueue {
         let q = try! SpindleOperationQueue(name: name, maxConcurrentOperationCount: width)
         Watchdog.register(q)
+        LiveObjects.track(q)
         return q
     }
 
@@ -283,17 +286,17 @@ enum Watchdog {
         weak var queue: SpindleOperationQueue?
         init(_ q: SpindleOperationQueue) { self.queue = q }
     }
-    private static let queues = Mutex<[WeakQueue]>([])
-    private static let current = Mutex<ScenarioContext?>(nil)
+    private static let queues = SpindleLockedValue<[WeakQueue]>([])
+    private static let current = SpindleLockedValue<ScenarioContext?>(nil)
 
     static func register(_ q: SpindleOperationQueue) {
-        queues.withLock { list in
+        queues.withLockedValue { list in
             list.removeAll { $0.queue == nil }
             list.append(WeakQueue(q))
         }
     }
 
-    static func setScenario(_ ctx: ScenarioContext?) { current.withLock { $0 = ctx } }
+    static func setScenario(_ ctx: ScenarioContext?) { current.withLockedValue { $0 = ctx } }
 
     static func start(stallSeconds: Double) {
         _ = try? SpindleThread.detach(name: "stress-watchdog") {
@@ -303,9 +306,11 @@ enum Watchdog {
             var lastRateOps = 0
             var lastRateNs = nowNs()
             var windowRate: Double? = nil  // ops/s over the last 1 s window; nil until one has passed
+            var lastPlainNs = nowNs()
+            let plainEveryNs: UInt64 = 3_000_000_000
             while true {
                 sleepMicros(200_000)
-                guard let ctx = current.withLock({ $0 }) else {
+                guard let ctx = current.withLockedValue({ $0 }) else {
                     lastChange = nowNs()
                     continue
                 }
@@ -317,6 +322,7 @@ enum Watchdog {
                     lastRateNs = ctx.startNs
                     lastOps = -1
                     windowRate = nil
+                    lastPlainNs = now
                 }
                 if ops != lastOps {
                     lastOps = ops
@@ -329,8 +335,14 @@ enum Watchdog {
                 }
                 let elapsed = Double(now - ctx.startNs) / 1e9
                 let rate = windowRate ?? (elapsed > 0 ? Double(ops) / elapsed : 0)
-                Output.progress("[\(ctx.name)] \(fmt(elapsed))s  ops \(ops)  rate \(fmt(rate, 0))/s  "
-                    + "violations \(ctx.violationTotal.load(ordering: .relaxed))")
+                let text = "[\(ctx.name)] \(fmt(elapsed))s  ops \(ops)  rate \(fmt(rate, 0))/s  "
+                    + "violations \(ctx.violationTotal.load(ordering: .relaxed))"
+                if Output.isTTY {
+                    Output.progress(text)  // one line, rewritten in place
+                } else if now - lastPlainNs >= plainEveryNs {
+                    Output.line("  " + text)  // a plain line every few seconds (logs, pipes)
+                    lastPlainNs = now
+                }
                 if Double(now - lastChange) / 1e9 >= stallSeconds {
                     dump(ctx, stalledFor: Double(now - lastChange) / 1e9)
                     _exit(3)
@@ -342,7 +354,7 @@ enum Watchdog {
     private static func dump(_ ctx: ScenarioContext, stalledFor: Double) {
         Output.error("\nspindle-stress: WATCHDOG: scenario '\(ctx.name)' made no progress for \(fmt(stalledFor)) s "
             + "(ops \(ctx.ops.load(ordering: .relaxed))); seed \(ctx.config.seed). Live queues:")
-        let live = queues.withLock { $0.compactMap { $0.queue } }
+        let live = queues.withLockedValue { $0.compactMap { $0.queue } }
         for q in live { Output.error(q.debugDescription) }
         Output.error("spindle-stress: exiting with status 3; reproduce with --seed \(ctx.config.seed)")
     }

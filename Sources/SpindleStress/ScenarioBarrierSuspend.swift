@@ -40,7 +40,7 @@ enum BarrierScenario {
                     segments.append(seg)
                     for _ in 0..<seg.size {
                         let work = UInt64(rng.chance(0.2) ? rng.int(1000...20000) : 0)
-                        let op = SpindleBlockOperation {
+                        let op = StressBlockOp {
                             if let previous, previous.barrierRan.load(ordering: .acquiring) == 0 {
                                 ctx.violation("started-before-barrier", "segment \(s) op started before barrier \(s - 1)")
                             }
@@ -123,7 +123,7 @@ enum SuspendScenario {
                 let backlog = c.added.load(ordering: .relaxed) - c.started.load(ordering: .relaxed)
                 if backlog > 200 { sleepMicros(200); continue }
                 let work = UInt64(local.chance(0.2) ? local.int(10_000...200_000) : local.int(0...5000))
-                let op = SpindleBlockOperation {
+                let op = StressBlockOp {
                     c.started.add(1, ordering: .sequentiallyConsistent)
                     spin(ns: work)
                     c.ended.add(1, ordering: .sequentiallyConsistent)

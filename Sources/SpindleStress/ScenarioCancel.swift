@@ -11,6 +11,7 @@ import Synchronization
 // race-free: finished is terminal); isCancelled never changes after finishing.
 
 final class CancelOp: SpindleOperation, @unchecked Sendable {
+    let live = LiveToken()
     let ctx: ScenarioContext
     let index: Int
     let preCancelled: Bool

@@ -14,6 +14,7 @@ final class WeakQueueRef: @unchecked Sendable {
 }
 
 final class ChurnConcurrentOp: SpindleConcurrentOperation, @unchecked Sendable {
+    let live = LiveToken()
     let delayUs: Int
     init(delayUs: Int) { self.delayUs = delayUs; super.init() }
     override func main() throws {
@@ -70,12 +71,12 @@ enum ChurnScenario {
                     switch rng.int(0..<10) {
                     case 0: op = ChurnConcurrentOp(delayUs: rng.int(0...500))
                     case 1:
-                        let block = SpindleBlockOperation { spin(ns: 2000) }
+                        let block = StressBlockOp { spin(ns: 2000) }
                         for _ in 0..<rng.int(1...3) { try! block.addExecutionBlock { spin(ns: 2000) } }
                         op = block
                     default:
                         let work = UInt64(rng.int(0...20_000))
-                        op = SpindleBlockOperation { spin(ns: work) }
+                        op = StressBlockOp { spin(ns: work) }
                     }
                     op.completionBlock = {
                         completions.add(1, ordering: .relaxed)

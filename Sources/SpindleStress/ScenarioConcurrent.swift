@@ -14,6 +14,7 @@ import Synchronization
 struct Boom: Error {}
 
 final class ConcOp: SpindleConcurrentOperation, @unchecked Sendable {
+    let live = LiveToken()
     enum Mode: Int, CaseIterable { case inMain, later, race, throwing, raceCancel, preCancelled }
     let ctx: ScenarioContext
     let index: Int

@@ -11,6 +11,7 @@ import Synchronization
 
 /// An operation that checks its dependencies when it starts and counts its runs and completions.
 final class DagOp: SpindleOperation, @unchecked Sendable {
+    let live = LiveToken()
     let ctx: ScenarioContext
     let index: Int
     var deps: [DagOp] = []  // written by the adding thread before addOperation; read in main

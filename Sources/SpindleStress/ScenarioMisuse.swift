@@ -12,15 +12,18 @@ import Synchronization
 /// Unnamed on purpose: rejecting an unnamed operation builds its default name while the operation's lock is held
 /// (an earlier claim() read `displayName` there and trapped with "Recursive call to lock Mutex").
 final class CountingOp: SpindleOperation, @unchecked Sendable {
+    let live = LiveToken()
     let runs = Atomic<Int>(0)
     override func main() throws { self.runs.add(1, ordering: .relaxed) }
 }
 
 final class PlainConcurrentOp: SpindleConcurrentOperation, @unchecked Sendable {
+    let live = LiveToken()
     override func main() throws { try self.finish() }
 }
 
 final class SelfWaitOp: SpindleOperation, @unchecked Sendable {
+    let live = LiveToken()
     let ctx: ScenarioContext
     init(ctx: ScenarioContext) { self.ctx = ctx; super.init() }
     override func main() throws {
@@ -36,7 +39,8 @@ final class SelfWaitOp: SpindleOperation, @unchecked Sendable {
 }
 
 enum MisuseScenario {
-    static let invariants = ["unreported-misuse", "wrong-error", "state-changed", "graph-broken", "drain-timeout"]
+    static let invariants = ["unreported-misuse", "wrong-error", "state-changed", "graph-broken", "timeout-hang",
+                             "timeout-wrong-result", "timeout-slow", "drain-timeout"]
 
     /// Runs `body`, which must throw a SpindleError matching `matches`, and then checks `unchanged`.
     static func expect(_ ctx: ScenarioContext, _ what: String, _ matches: (SpindleError) -> Bool,
@@ -59,8 +63,18 @@ enum MisuseScenario {
         let other = ctx.makeQueue("misuse-other", width: 2)
         let held = ctx.makeQueue("misuse-suspended", width: 2)
         var rounds = 0
+        var timeoutPasses = 0
+        var nextTimeouts: UInt64 = 0
         while ctx.running {
             rounds += 1
+            // Bad timeouts for every timed wait (ScenarioMisuseTimeouts.swift): about a quarter of the time.
+            if nowNs() >= nextTimeouts {
+                let t0 = nowNs()
+                badTimeouts(ctx, &rng)
+                timeoutPasses += 1
+                let spent = nowNs() - t0
+                nextTimeouts = nowNs() + max(400_000_000, 3 * spent)
+            }
             held.isSuspended = true
             // Self-dependency.
             let a = CountingOp()
@@ -151,7 +165,7 @@ enum MisuseScenario {
             // Waiting on yourself (checked inside main, on a queue).
             try! q.addOperation(SelfWaitOp(ctx: ctx))
             // addExecutionBlock after start.
-            let blocks = SpindleBlockOperation {}
+            let blocks = StressBlockOp {}
             try! blocks.start()
             expect(ctx, "addExecutionBlock after start", { if case .blockOperationStarted = $0 { true } else { false } },
                    unchanged: { blocks.executionBlocks.count == 1 }) { try blocks.addExecutionBlock {} }
@@ -181,5 +195,6 @@ enum MisuseScenario {
         held.isSuspended = false
         ctx.drain([q, other, held])
         ctx.figure("rounds", "\(rounds)")
+        ctx.figure("bad-timeout-passes", "\(timeoutPasses) x \(timeoutInputs.count) timeouts x \(waitNames.count) waits")
     }
 }

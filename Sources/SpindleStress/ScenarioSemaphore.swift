@@ -14,6 +14,7 @@ import Synchronization
 final class PlainCounter: @unchecked Sendable { var value = 0 }
 
 final class GateOp: SpindleOperation, @unchecked Sendable {
+    let live = LiveToken()
     let gate = try! SpindleSemaphore(value: 0)
     override func main() throws { _ = self.gate.wait(timeout: .seconds(10)) }
 }

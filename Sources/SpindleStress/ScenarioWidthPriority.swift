@@ -29,7 +29,7 @@ enum WidthScenario {
                 let hw = HighWater()
                 var ops: [SpindleOperation] = []
                 for _ in 0..<n {
-                    let op = SpindleBlockOperation {
+                    let op = StressBlockOp {
                         let now = hw.enter()
                         if now > w { ctx.violation("width-exceeded", "width \(w): \(now) running at once") }
                         if !gate.wait(timeout: .seconds(10)) {
@@ -73,7 +73,7 @@ enum WidthScenario {
                     let k = local.int(0..<widths.count)
                     let w = widths[k]
                     let spinNs = UInt64(local.int(0...3000))
-                    try! queues[k].addOperation(SpindleBlockOperation {
+                    try! queues[k].addOperation(StressBlockOp {
                         let now = perWidth[k].enter()
                         _ = burst.enter()
                         if now > w { ctx.violation("width-exceeded", "burst, width \(w): \(now) running at once") }
@@ -122,7 +122,7 @@ enum PriorityScenario {
             for l in 0..<5 {
                 for _ in 0..<perLevel {
                     let id = ops.count
-                    let op = SpindleBlockOperation { log.entries.withLock { $0.append(id) } }
+                    let op = StressBlockOp { log.entries.withLock { $0.append(id) } }
                     op.completionBlock = { ctx.count() }
                     op.queuePriority = levels[l]
                     level.append(l)

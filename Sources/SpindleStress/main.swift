@@ -33,12 +33,20 @@ let allScenarios: [Scenario] = [
              invariants: MisuseScenario.invariants, run: MisuseScenario.run),
     Scenario(name: "churn", summary: "queue create/destroy; threads and fds back to baseline",
              invariants: ChurnScenario.invariants, run: ChurnScenario.run),
+    Scenario(name: "blocks", summary: "block operations with 1-200 blocks, on queues and by hand, cancels, racing adds",
+             invariants: BlocksScenario.invariants, run: BlocksScenario.run),
+    Scenario(name: "selfwait", summary: "waits on itself / its own queue throw; waits on others succeed",
+             invariants: SelfWaitScenario.invariants, run: SelfWaitScenario.run),
+    Scenario(name: "runloop", summary: "port and perform storms into one run loop; ops parked in their run loop",
+             invariants: RunLoopScenario.invariants, run: RunLoopScenario.run),
+    Scenario(name: "timers", summary: "one-shot and repeating timers: once, never early, none after invalidate",
+             invariants: TimersScenario.invariants, run: TimersScenario.run),
 ]
 
 let usage = """
     usage: spindle-stress [options]
       --scenarios a,b,c   scenarios to run, in this order (default: all; see --list)
-      --duration SECONDS  time per scenario (default 6; the default pass takes about a minute)
+      --duration SECONDS  time per scenario (default 4.5; the default pass takes about a minute)
       --ops N             cap on operations per scenario (default 2000000)
       --threads N         adder/canceller threads (default 4)
       --seed N            seed (decimal or 0x hex; default: random, printed at start)
@@ -152,6 +160,7 @@ let config = parseArguments()
 let startNs = nowNs()
 let startThreads = threadCount()
 let startFds = fdCount()
+let startRss = residentBytes()
 Output.line("spindle-stress: seed \(config.seed)  scenarios \(config.scenarios.joined(separator: ","))  "
     + "duration \(fmt(config.duration)) s each  ops cap \(config.opsCap)  threads \(config.threads)  ncpu \(config.ncpu)")
 Watchdog.start(stallSeconds: config.stallSeconds)
@@ -161,17 +170,25 @@ for (i, name) in config.scenarios.enumerated() {
     let scenario = allScenarios.first { $0.name == name }!
     let seed = SplitMix64.derive(config.seed, UInt64(i + 1) &* 0x100 &+ UInt64(allScenarios.firstIndex { $0.name == name }!))
         .seedValue
-    let ctx = ScenarioContext(name: name, invariants: scenario.invariants, config: config, seed: seed)
+    let ctx = ScenarioContext(name: name, invariants: scenario.invariants + ["live-objects"], config: config, seed: seed)
+    let rssBefore = residentBytes()
+    let liveBefore = LiveObjects.snapshot
     Watchdog.setScenario(ctx)
     scenario.run(ctx)
+    // Memory back to baseline: every operation and queue the scenario made must be freed (bounded wait).
+    LiveObjects.settle(ctx, baseline: liveBefore)
     Watchdog.setScenario(nil)
-    let r = ctx.result()
+    ctx.figure("rss", "\(mib(rssBefore))->\(mib(residentBytes())) MiB")
+    var r = ctx.result()
+    r.rssStart = rssBefore
+    r.rssEnd = residentBytes()
     results.append(r)
     Output.clearProgress()
     Output.line("\(name.padding(10)) \(String(r.ops).leftPadding(9)) ops  \(fmt(Double(r.ops) / max(r.seconds, 1e-9), 0).leftPadding(9)) ops/s  "
         + "\(fmt(r.seconds))s  violations \(r.total)")
 }
 let totalSeconds = Double(nowNs() - startNs) / 1e9
+let endRss = residentBytes()
 
 // MARK: - Table
 
@@ -195,7 +212,10 @@ let grand = results.reduce(0) { $0 + $1.total }
 let totalOps = results.reduce(0) { $0 + $1.ops }
 table += String(repeating: "-", count: 118) + "\n"
 table += "total".padding(11) + String(totalOps).leftPadding(10) + "".leftPadding(11) + (fmt(totalSeconds) + "s").leftPadding(8)
-    + String(grand).leftPadding(6) + "  threads \(startThreads)->\(threadCount()), fds \(startFds)->\(fdCount())\n"
+    + String(grand).leftPadding(6) + "  threads \(startThreads)->\(threadCount()), fds \(startFds)->\(fdCount()), "
+    + "rss \(mib(startRss))->\(mib(endRss)) MiB (reported, not checked); harness objects: "
+    + "\(LiveObjects.operationsCreated.load(ordering: .relaxed)) ops and \(LiveObjects.queuesCreated.load(ordering: .relaxed)) "
+    + "queues created, \(LiveObjects.operations.load(ordering: .relaxed)) ops and \(LiveObjects.liveQueues.count) queues alive\n"
 Output.line(table)
 
 if grand > 0 {
@@ -214,10 +234,15 @@ if grand > 0 {
 if let path = config.jsonPath {
     var json = "{\n  \"seed\": \(config.seed),\n  \"duration\": \(config.duration),\n  \"opsCap\": \(config.opsCap),\n"
     json += "  \"threads\": \(config.threads),\n  \"ncpu\": \(config.ncpu),\n  \"totalSeconds\": \(totalSeconds),\n"
-    json += "  \"violations\": \(grand),\n  \"scenarios\": [\n"
+    json += "  \"violations\": \(grand),\n  \"rssStartBytes\": \(startRss),\n  \"rssEndBytes\": \(endRss),\n"
+    json += "  \"operationsCreated\": \(LiveObjects.operationsCreated.load(ordering: .relaxed)),\n"
+    json += "  \"operationsAlive\": \(LiveObjects.operations.load(ordering: .relaxed)),\n"
+    json += "  \"queuesCreated\": \(LiveObjects.queuesCreated.load(ordering: .relaxed)),\n"
+    json += "  \"queuesAlive\": \(LiveObjects.liveQueues.count),\n  \"scenarios\": [\n"
     json += results.map { r in
         var s = "    {\"name\": \(r.name.jsonEscaped), \"ops\": \(r.ops), \"seconds\": \(r.seconds), "
-        s += "\"opsPerSecond\": \(Double(r.ops) / max(r.seconds, 1e-9)), \"violations\": \(r.total),\n"
+        s += "\"opsPerSecond\": \(Double(r.ops) / max(r.seconds, 1e-9)), \"violations\": \(r.total), "
+        s += "\"rssStartBytes\": \(r.rssStart), \"rssEndBytes\": \(r.rssEnd),\n"
         s += "     \"invariants\": {" + r.violations.map { "\($0.0.jsonEscaped): \($0.1)" }.joined(separator: ", ") + "},\n"
         s += "     \"figures\": {" + r.figures.map { "\($0.0.jsonEscaped): \($0.1.jsonEscaped)" }.joined(separator: ", ") + "},\n"
         s += "     \"examples\": [" + r.examples.map(\.jsonEscaped).joined(separator: ", ") + "]}"

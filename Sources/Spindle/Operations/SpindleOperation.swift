@@ -249,9 +249,12 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             // Mark the thread, so a completion block that waits for its own operation is told, not deadlocked.
             let context = ThreadContext.current
             let outer = context.completing
+            let outerQueue = context.completingQueue
             context.completing = self
+            context.completingQueue = queue
             completion()
             context.completing = outer
+            context.completingQueue = outerQueue
         }
         // Dependents are released only now, after the completion block returned; a dependency added until this
         // point is still counted (see addDependency).

@@ -8,6 +8,9 @@ final class ThreadContext {
     @exclusivity(unchecked) var operation: SpindleOperation?
     /// The operation whose completion block is running on this thread.
     @exclusivity(unchecked) unowned(unsafe) var completing: SpindleOperation?
+    /// The queue that owned `completing` (its members still count it until the completion block returns, so
+    /// waiting for that queue from the block can never end: `waitUntilAllOperationsAreFinished` throws).
+    @exclusivity(unchecked) unowned(unsafe) var completingQueue: SpindleOperationQueue?
     /// The queue whose worker is this thread, while it runs one of that queue's operations.
     @exclusivity(unchecked) unowned(unsafe) var queue: SpindleOperationQueue?
     /// Whether this thread is a worker of some queue (for shutdown: a worker never joins itself).

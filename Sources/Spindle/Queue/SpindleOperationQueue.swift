@@ -247,7 +247,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     }
 
     /// Blocks until the queue has no operations (including ones added while waiting).
-    /// - Throws: `waitOnOwnQueue` when called from one of this queue's operations.
+    /// - Throws: `waitOnOwnQueue` when called from one of this queue's operations (its `main`, or its completion
+    ///   block on whatever thread it runs).
     public func waitUntilAllOperationsAreFinished() throws(SpindleError) {
         _ = try self.waitUntilAllOperationsAreFinished(until: .distantFuture)
     }
@@ -260,7 +261,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// As `waitUntilAllOperationsAreFinished()`, giving up at `deadline`; returns whether the queue drained.
     public func waitUntilAllOperationsAreFinished(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
         let context = ThreadContext.current
-        if context.queue === self || context.operation?.withLocked({ $0.queue }) === self {
+        if context.queue === self || context.completingQueue === self
+            || context.operation?.withLocked({ $0.queue }) === self {
             throw .waitOnOwnQueue(name: self.name)
         }
         let core = self.core

@@ -17,6 +17,11 @@ import CShim
 /// State machine (`Phase`): `.unscheduled` → `.scheduled` (first `add` to a loop) → `.invalidated` (`invalidate()`
 /// from any thread, or a one-shot timer firing). `.invalidated` is final. A `.scheduled` timer whose loop was
 /// freed (its thread exited) counts as unscheduled and may be added to another loop.
+///
+/// Firing: the loop decides a pass's firings under its lock (`loopDidFire` sets `firePending`) and runs the
+/// handlers afterwards (`loopFire` clears it and runs the handler only if it was still set). `invalidate()`
+/// clears `firePending`, so a firing decided but not yet begun when `invalidate()` returns never happens (for
+/// example, a timer invalidated by another timer's handler in the same pass).
 public final class SpindleTimer: @unchecked Sendable {
     enum Phase { case unscheduled, scheduled, invalidated }
 
@@ -32,6 +37,8 @@ public final class SpindleTimer: @unchecked Sendable {
         /// Tie-breaker between timers due at the same instant: the order they were first scheduled in.
         var sequence: UInt64 = 0
         var tolerance: Double
+        /// A firing was decided (`loopDidFire`) and its handler has not begun; `invalidate()` cancels it.
+        var firePending = false
     }
 
     /// Outcome of one firing, for the loop.
@@ -80,6 +87,7 @@ public final class SpindleTimer: @unchecked Sendable {
     /// Any thread; idempotent. A firing whose handler the loop thread has already begun still completes.
     public func invalidate() {
         let (loop, modes): (SpindleRunLoop?, Set<SpindleRunLoop.Mode>) = self.state.withLock { state in
+            state.firePending = false  // also for a one-shot timer already invalidated by its decided firing
             guard state.phase != .invalidated else { return (nil, []) }
             let loop = state.loop
             let modes = state.modes
@@ -154,6 +162,7 @@ public final class SpindleTimer: @unchecked Sendable {
         self.state.withLock { state in
             guard state.phase == .scheduled, state.generation == entry.generation else { return .stale }
             state.generation &+= 1
+            state.firePending = true
             guard self.repeats else {
                 let modes = state.modes
                 state.phase = .invalidated
@@ -173,8 +182,14 @@ public final class SpindleTimer: @unchecked Sendable {
         }
     }
 
-    /// Runs the handler. Loop thread, no lock held.
-    func loopFire() { self.handler(self) }
+    /// Runs the handler, unless `invalidate()` was called since the firing was decided. Loop thread, no lock held.
+    func loopFire() {
+        let pending = self.state.withLock { state -> Bool in
+            defer { state.firePending = false }
+            return state.firePending
+        }
+        if pending { self.handler(self) }
+    }
 
     // MARK: - Helpers
 

@@ -124,6 +124,31 @@ import Testing
         #expect(selfWaitErrors.all == [SpindleError.waitOnSelf(name: "inner").description])
     }
 
+    /// Found by the stress binary (selfwait): a concurrent operation's completion block runs on the thread that
+    /// called finish(), not a worker; waiting there for its own queue could never end (the queue still counts the
+    /// operation until the block returns) and used to time out instead of throwing.
+    @Test func waitingOnItsOwnQueueFromAnAsyncOperationsCompletionThrows() throws {
+        final class Async: SpindleConcurrentOperation, @unchecked Sendable {
+            override func main() throws {
+                try SpindleThread.detach(name: "finisher") { [self] in try? self.finish() }
+            }
+        }
+        let queue = try SpindleOperationQueue(name: "async-self-wait", maxConcurrentOperationCount: 1)
+        let outcome = QTLog<String>()
+        let op = Async()
+        op.completionBlock = {
+            do {
+                let drained = try queue.waitUntilAllOperationsAreFinished(timeout: .milliseconds(200))
+                outcome.append("returned \(drained)")
+            } catch {
+                outcome.append("\(error)")
+            }
+        }
+        try queue.addOperation(op)
+        qtDrain(queue)
+        #expect(outcome.all == [SpindleError.waitOnOwnQueue(name: "async-self-wait").description])
+    }
+
     @Test func waitingOnAnotherQueueFromAnOperationIsAllowed() throws {
         let outer = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
         let inner = try SpindleOperationQueue(maxConcurrentOperationCount: 1)

@@ -13,6 +13,32 @@ struct RunLoopTimerTests {
         #expect(throws: SpindleError.self) { try SpindleTimer(interval: .seconds(-1), repeats: true) { _ in } }
     }
 
+    /// Found by the stress binary (timers): two timers due in the same pass, the first invalidating the second
+    /// from its handler. The second's firing was already decided, but it had not begun: it must not run.
+    @Test("a timer invalidated by another timer's handler in the same pass does not fire", arguments: [false, true])
+    func invalidatedBySiblingInTheSamePass(repeats: Bool) throws {
+        let secondFired = RLBox(0)
+        let firstFired = RLBox(0)
+        try T.onNewThread("rl-sibling") {
+            let loop = SpindleRunLoop.current
+            let second = try SpindleTimer(interval: 0.01, repeats: repeats) { _ in secondFired.withLock { $0 += 1 } }
+            let first = try SpindleTimer(interval: 0.01, repeats: repeats) { timer in
+                firstFired.withLock { $0 += 1 }
+                second.invalidate()
+                timer.invalidate()
+            }
+            try loop.add(first, forMode: .default)
+            try loop.add(second, forMode: .default)
+            // Busy past both fire dates, so one pass finds both due.
+            T.burn(seconds: 0.05)
+            try loop.run(until: T.after(0.2))
+            first.invalidate()
+            second.invalidate()
+        }
+        #expect(firstFired.withLock { $0 } == 1)
+        #expect(secondFired.withLock { $0 } == 0)
+    }
+
     @Test("1,000 timers on one loop fire in fire-date order, each once")
     func thousandTimersFireInOrder() throws {
         let fired = RLBox<[UInt64]>([])
