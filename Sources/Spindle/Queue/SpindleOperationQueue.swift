@@ -263,6 +263,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         return core.drained.wait(until: deadline) { core.memberCount > 0 }
     }
 
+    /// "SpindleOperationQueue(name)". Any thread.
     public var description: String { "SpindleOperationQueue(\(self.name))" }
 
     /// The queue's settings and counts, and each waiting operation with what it waits on.
