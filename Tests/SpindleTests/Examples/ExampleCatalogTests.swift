@@ -27,13 +27,14 @@ import Testing
         #expect(!out.texts.contains { $0.contains("failed") || $0.contains("timed out") })
     }
 
+    /// Four threads write 400 lines (about 20 KB, less than a pipe holds, so no reader is needed meanwhile).
     @Test func printingOutputKeepsLinesWhole() throws {
         var fds: [Int32] = [0, 0]
         #expect(pipe(&fds) == 0)
         let output = PrintingOutput(descriptor: fds[1])
         let threads = try (0..<4).map { t in
             try SpindleThread.spawnJoinable(name: "writer\(t)") {
-                for i in 0..<100 { output.line("thread \(t) line \(i) " + String(repeating: "x", count: 200)) }
+                for i in 0..<100 { output.line("thread \(t) line \(i) " + String(repeating: "x", count: 40)) }
             }
         }
         for thread in threads { try thread.join() }
@@ -48,7 +49,7 @@ import Testing
         close(fds[0])
         let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
         #expect(lines.count == 400)
-        #expect(lines.allSatisfy { $0.hasPrefix("thread ") && $0.hasSuffix(String(repeating: "x", count: 200)) })
+        #expect(lines.allSatisfy { $0.hasPrefix("thread ") && $0.hasSuffix(String(repeating: "x", count: 40)) })
         for t in 0..<4 {
             let mine = lines.filter { $0.hasPrefix("thread \(t) line ") }
             #expect(mine.map { Int($0.split(separator: " ")[3])! } == Array(0..<100))
