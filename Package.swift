@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .library(name: "Spindle", targets: ["Spindle"]),
         .executable(name: "spindle-stress", targets: ["SpindleStress"]),
+        .executable(name: "spindle-examples", targets: ["SpindleExamples"]),
     ],
     dependencies: [
         // Benchmarks only (the library depends on nothing). Explicit traits: the default set pulls a runtime
@@ -21,9 +22,13 @@ let package = Package(
         .target(name: "Spindle", dependencies: ["CShim"], path: "Sources/Spindle"),
         // The stress binary: `swift run -c release spindle-stress` runs the default pass.
         .executableTarget(name: "SpindleStress", dependencies: ["Spindle"], path: "Sources/SpindleStress"),
+        // The seeds' examples ported to Spindle: one function per example, writing to an output sink.
+        .target(name: "SpindleExamplesKit", dependencies: ["Spindle"], path: "Sources/SpindleExamplesKit"),
+        // `swift run spindle-examples [--list | NAME]`.
+        .executableTarget(name: "SpindleExamples", dependencies: ["SpindleExamplesKit"], path: "Sources/SpindleExamples"),
         // Test-only: counts malloc calls so tests can assert allocation budgets (off under sanitizers).
         .target(name: "CMallocCounter", path: "Tests/CMallocCounter"),
-        .testTarget(name: "SpindleTests", dependencies: ["Spindle", "CShim", "CMallocCounter"],
+        .testTarget(name: "SpindleTests", dependencies: ["Spindle", "CShim", "CMallocCounter", "SpindleExamplesKit"],
                     path: "Tests/SpindleTests"),
         // `swift package benchmark` runs these: Spindle and its peers (Foundation, Dispatch, NIO, raw pthreads)
         // side by side in one run.

@@ -69,6 +69,7 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     /// Adding a port, timer or descriptor source to a run loop while it is scheduled on another live run loop.
     case scheduledOnAnotherRunLoop(name: String)
 
+    /// A sentence naming the misuse or failure and the object involved (by name). Any thread; throws nothing.
     public var description: String {
         switch self {
         case .negativeSemaphoreValue(let v): return "a semaphore cannot start with a negative value (\(v))"

@@ -7,6 +7,8 @@ public struct SpindleDeadline: Comparable, Hashable, Sendable, CustomStringConve
     /// Nanoseconds on CLOCK_MONOTONIC.
     public let uptimeNanoseconds: UInt64
 
+    /// The instant `uptimeNanoseconds` on CLOCK_MONOTONIC (compare with `now.uptimeNanoseconds`); `UInt64.max` is
+    /// `distantFuture`. Any thread; throws nothing.
     public init(uptimeNanoseconds: UInt64) { self.uptimeNanoseconds = uptimeNanoseconds }
 
     /// The current time.
@@ -48,10 +50,12 @@ public struct SpindleDeadline: Comparable, Hashable, Sendable, CustomStringConve
         return .nanoseconds(Int64(clamping: left))
     }
 
+    /// Whether `lhs` comes before `rhs` on the monotonic clock. Any thread; throws nothing.
     public static func < (lhs: SpindleDeadline, rhs: SpindleDeadline) -> Bool {
         lhs.uptimeNanoseconds < rhs.uptimeNanoseconds
     }
 
+    /// "distantFuture", or "uptime N ns" (for diagnostics). Any thread; throws nothing.
     public var description: String {
         self == .distantFuture ? "distantFuture" : "uptime \(self.uptimeNanoseconds) ns"
     }

@@ -16,6 +16,8 @@ extension SpindleOperation {
         /// 0 (veryLow) … 4 (veryHigh): the queue's bucket index.
         var bucket: Int { (self.rawValue + 8) / 4 }
 
+        /// Whether `a` is a lower priority than `b` (`veryLow` < `low` < `normal` < `high` < `veryHigh`). Any thread;
+        /// throws nothing.
         public static func < (a: QueuePriority, b: QueuePriority) -> Bool { a.rawValue < b.rawValue }
     }
 }

@@ -7,8 +7,10 @@
 ///
 /// Threading: `start()` from any thread; `main()` on the new thread; `finish()` from any thread.
 open class SpindleConcurrentOperation: SpindleOperation, @unchecked Sendable {
+    /// A concurrent operation: ready, not executing, not cancelled, normal priority. Any thread; throws nothing.
     public override init() { super.init() }
 
+    /// Always true: the work ends when `finish()` is called, after `start()` has returned. Any thread.
     open override var isAsynchronous: Bool { true }
 
     /// Moves into `executing` and spawns the thread that runs `main`. A cancelled operation finishes unrun.

@@ -33,6 +33,9 @@ public final class SpindleInvocationOperation<Result: Sendable>: SpindleOperatio
         super.init()
     }
 
+    /// Calls the method (or closure) once, unless the operation was cancelled, and keeps its result for `result()`.
+    /// Runs on the thread that runs the operation (`start()`'s caller or a queue worker); not to be called directly.
+    /// - Throws: whatever the method threw (kept in `error`; `result()` then throws `operationFailed`).
     public override func main() throws {
         guard !self.isCancelled else { return }
         let result = Swift.Result { try self.invoke() }

@@ -9,9 +9,13 @@ extension SpindleOperation {
     /// One change: `will` comes before the new value is visible (where Spindle can know it in advance),
     /// `did` after.
     public struct Change: Sendable, Hashable, CustomStringConvertible {
+        /// Before (`will`) or after (`did`) the change.
         public enum Phase: Sendable, Hashable { case will, did }
+        /// Whether this is the `will` or the `did` half of the change.
         public let phase: Phase
+        /// The property that changes.
         public let key: Key
+        /// "will isFinished", "did isExecuting", ... Any thread.
         public var description: String { "\(self.phase) \(self.key)" }
     }
 

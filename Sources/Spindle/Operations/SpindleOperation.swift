@@ -55,6 +55,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         var observation = ObservationState()
     }
 
+    /// A new operation: idle, ready, not cancelled, normal queue priority, thread priority 0.5, no dependencies and
+    /// no completion block. Any thread; throws nothing.
     public init() {}
 
     deinit {
@@ -110,6 +112,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// The error `main` threw, if any (also set by `finish(throwing:)`).
     public final var error: (any Error)? { self.withLocked { $0.error } }
 
+    /// The display name and the current state (lifecycle, cancelled bit, unfinished dependencies), for diagnostics.
+    /// Any thread; a snapshot that may be stale at once.
     open var description: String { "\(self.displayName) [\(self.currentState)]" }
 
     // MARK: - Priorities

@@ -6,6 +6,7 @@ public final class SpindleLockedValue<Value: ~Copyable> {
     private let mutex = SpindleMutex(.normal)
     private var storage: Value  // protected by mutex
 
+    /// A box holding `value`, reachable only through `withLockedValue`. Any thread; throws nothing.
     public init(_ value: consuming Value) { self.storage = value }
 
     /// Runs `body` with exclusive access to the value and returns its result.

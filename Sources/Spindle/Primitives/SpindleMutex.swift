@@ -19,6 +19,8 @@ public final class SpindleMutex: @unchecked Sendable {
     /// The kind given to `init` (debug builds may run a `.normal` mutex as `.errorChecking`).
     public let kind: Kind
 
+    /// A new, unlocked mutex of `kind` (see the type). Any thread. Traps only if pthread cannot create it (out of
+    /// memory); throws nothing.
     public init(_ kind: Kind = .normal) {
         self.kind = kind
         self.raw = .allocate(capacity: 1)

@@ -18,7 +18,8 @@ import CShim
 /// takes the next operation, then releases the finished operation's waiters before running the next one. One
 /// lock round trip per operation instead of two; the order (bookkeeping, then waiters) is unchanged.
 extension QueueCore {
-    enum WakeAction { case none, signal, spawn, performOnRunLoop }
+    /// `spawn` carries the reserved slot's index, which names the thread (`spindle.wN`).
+    enum WakeAction { case none, signal, spawn(Int), performOnRunLoop }
 
     /// Polling rounds (each a few spin-wait hints) an idle worker makes before it parks: about 20–40 µs.
     static let spinRounds = 400
@@ -43,7 +44,7 @@ extension QueueCore {
             // Reserve the thread's place now so concurrent decisions do not overshoot; filled in by `perform`.
             self.threads.append(SpindleThread.main)
             self.updateSpawnHintLocked()
-            return .spawn
+            return .spawn(self.threads.count - 1)
         }
         return .none
     }
@@ -64,13 +65,12 @@ extension QueueCore {
         switch action {
         case .none: return
         case .signal: self.workAvailable.signal()
-        case .spawn: self.spawnWorker()
+        case .spawn(let index): self.spawnWorker(index)
         case .performOnRunLoop: self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
         }
     }
 
-    private func spawnWorker() {
-        let index = self.lock.withLock { self.threads.count - 1 }
+    private func spawnWorker(_ index: Int) {
         do {
             let thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }
             let lateForShutdown = self.lock.withLock { () -> Bool in

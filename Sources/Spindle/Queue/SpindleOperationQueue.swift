@@ -275,6 +275,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         }
     }
 
+    /// "SpindleOperationQueue(name)". Any thread.
     public var description: String { "SpindleOperationQueue(\(self.name))" }
 
     /// The queue's settings and counts, and each waiting operation with what it waits on.

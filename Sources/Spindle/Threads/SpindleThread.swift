@@ -288,6 +288,8 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         return Int32(min(19, max(-20, nice)))
     }
 
+    /// "SpindleThread(name, tid N)": the kernel name and thread id (tid 0 until the thread has started). This is how
+    /// the examples print thread identities. Any thread.
     public var description: String { "SpindleThread(\(self.name), tid \(self.threadID))" }
 
     // MARK: - Helpers

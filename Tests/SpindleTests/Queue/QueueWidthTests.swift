@@ -15,6 +15,22 @@ import Testing
         #expect(queue.core.lock.withLock { queue.core.limit } == spindleActiveProcessorCount())
     }
 
+    /// Workers started by one batch each get their own name (`spindle.w0`, `spindle.w1`): the index is taken when
+    /// the thread's slot is reserved, not when it is created.
+    @Test func workersStartedTogetherHaveDistinctNames() throws {
+        let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
+        let rendezvous = QTRendezvous(parties: 2)
+        let names = QTLog<String>()
+        let ops = (0..<2).map { _ in
+            SpindleBlockOperation {
+                names.append(SpindleThread.current.name)
+                _ = rendezvous.arrive()  // both run at once, so they are on two threads
+            }
+        }
+        try queue.addOperations(ops, waitUntilFinished: true)
+        #expect(Set(names.all) == ["spindle.w0", "spindle.w1"])
+    }
+
     @Test(arguments: [-1, 0, 1, 1_000_000])
     func limitRoundTrips(_ value: Int) throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 3)
