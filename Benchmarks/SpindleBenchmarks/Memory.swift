@@ -7,7 +7,7 @@ import Spindle
 /// Memory for work that waits, and CPU used by an idle queue after it drains.
 func registerMemoryBenchmarks() {
     let n = 1_000_000
-    let config = scenario(iterations: 3, seconds: 20, metrics: [.wallClock, .peakMemoryResident, .mallocCountTotal])
+    let config = scenario(iterations: 3, seconds: 20, metrics: [.wallClock, .throughput, .peakMemoryResident, .mallocCountTotal])
 
     // N operations added to a suspended queue (peak resident memory is the figure), then cancelled and drained.
     Benchmark("1M ops waiting in a suspended queue ×\(n): Spindle", configuration: config) { benchmark in
@@ -44,7 +44,7 @@ func registerMemoryBenchmarks() {
     }
 
     // CPU the process spends in the 10 ms after a queue drained (its workers should spin briefly, then park).
-    let idle = scenario(iterations: 10, metrics: [.wallClock, .cpuTotal])
+    let idle = scenario(iterations: 10, metrics: [.wallClock, .throughput, .cpuTotal])
     Benchmark("idle CPU in 10 ms after draining ×1: Spindle", configuration: idle) { benchmark in
         let queue = try! SpindleOperationQueue()
         for _ in 0..<10_000 { queue.addOperation {} }

@@ -33,7 +33,7 @@ func registerRunLoopBenchmarks() {
     }
     Benchmark("run-loop perform round trip ×\(trips): Foundation RunLoop (perform + wake)", configuration: config) {
         benchmark in
-        let loop = FoundationLoopThread()
+        let loop = FoundationLoopThread.shared
         let back = DispatchSemaphore(value: 0)
         benchmark.startMeasurement()
         for _ in 0..<trips {
@@ -42,11 +42,10 @@ func registerRunLoopBenchmarks() {
             back.wait()
         }
         benchmark.stopMeasurement()
-        loop.stop()
     }
     Benchmark("run-loop port message round trip ×\(trips): Foundation RunLoop (timer firing now)",
               configuration: config) { benchmark in
-        let loop = FoundationLoopThread()
+        let loop = FoundationLoopThread.shared
         let back = DispatchSemaphore(value: 0)
         benchmark.startMeasurement()
         for _ in 0..<trips {
@@ -54,7 +53,6 @@ func registerRunLoopBenchmarks() {
             back.wait()
         }
         benchmark.stopMeasurement()
-        loop.stop()
     }
 }
 
@@ -90,33 +88,23 @@ final class SpindleLoopThread: @unchecked Sendable {
     private final class LoopBox: @unchecked Sendable { var loop: SpindleRunLoop? }
 }
 
-/// A Foundation thread running its RunLoop (kept alive by a far-off timer) until `stop()`.
+/// A Foundation thread running its RunLoop (kept alive by a far-off timer), one per process: Foundation's run loop
+/// threads are not stopped and recreated between iterations.
 final class FoundationLoopThread: @unchecked Sendable {
+    static let shared = FoundationLoopThread()
+
     private(set) var runLoop: RunLoop!
     private(set) var cfRunLoop: CFRunLoop!
-    private let done = DispatchSemaphore(value: 0)
-    private var stopping = false
 
-    init() {
+    private init() {
         let ready = DispatchSemaphore(value: 0)
         Thread.detachNewThread { [self] in
             self.runLoop = RunLoop.current
             self.cfRunLoop = CFRunLoopGetCurrent()
             RunLoop.current.add(Timer(timeInterval: 1e6, repeats: true) { _ in }, forMode: .default)
             ready.signal()
-            while !self.stopping { _ = RunLoop.current.run(mode: .default, before: .distantFuture) }
-            self.done.signal()
+            while true { _ = RunLoop.current.run(mode: .default, before: .distantFuture) }
         }
         ready.wait()
-    }
-
-    /// Ends the thread: a perform sets the flag, and `CFRunLoopStop` makes the current run return (a perform
-    /// alone does not end `run(mode:before:)`); repeated until the thread confirms.
-    func stop() {
-        self.runLoop.perform { self.stopping = true }
-        repeat {
-            CFRunLoopStop(self.cfRunLoop)
-            CFRunLoopWakeUp(self.cfRunLoop)
-        } while self.done.wait(timeout: .now() + .milliseconds(50)) == .timedOut
     }
 }

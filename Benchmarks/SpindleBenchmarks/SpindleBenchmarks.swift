@@ -9,4 +9,5 @@ let benchmarks: @Sendable () -> Void = {
     registerRunLoopBenchmarks()
     registerPrimitiveBenchmarks()
     registerMemoryBenchmarks()
+    registerAsyncBenchmarks()
 }

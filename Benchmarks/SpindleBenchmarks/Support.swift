@@ -10,7 +10,7 @@ import Synchronization
 let processorCount = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
 
 /// The metrics every scenario records.
-let standardMetrics: [BenchmarkMetric] = [.wallClock, .cpuTotal, .mallocCountTotal, .peakMemoryResident, .threads]
+let standardMetrics: [BenchmarkMetric] = [.wallClock, .throughput, .cpuTotal, .mallocCountTotal, .peakMemoryResident, .threads]
 
 /// A scenario's configuration: a warm-up, then up to `iterations` runs within about `seconds`.
 func scenario(iterations: Int = 10, seconds: Int = 5, metrics: [BenchmarkMetric] = standardMetrics)

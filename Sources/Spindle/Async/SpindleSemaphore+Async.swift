@@ -31,6 +31,7 @@ extension SpindleSemaphore {
         self.condition.lock()
         if self.permits > 0 {
             self.permits -= 1
+            self.permitHint.store(self.permits, ordering: .relaxed)
             self.condition.unlock()
             return
         }
