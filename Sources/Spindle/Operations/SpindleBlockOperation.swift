@@ -1,12 +1,14 @@
 import Synchronization
 
 /// An operation made of one or more blocks that run concurrently (Apple's behaviour): the first on the thread
-/// that runs the operation, the others on helper threads; it finishes when every block has returned.
+/// that runs the operation, the others shared between that thread and up to `maximumHelperThreads` helpers from a
+/// process-wide pool of threads (created when first needed, then kept parked); it finishes when every block has
+/// returned. Helpers join one at a time: each one that finds blocks left calls in the next, so short blocks are
+/// mostly run by the operation's own thread with no wakeups, while blocks that block get a thread each.
 ///
 /// Guards: `first` and `more` under `blocksLock` (inline); they are frozen once the operation starts
 /// (`addExecutionBlock` then throws). The first block is stored inline, so a one-block operation is one
-/// allocation (plus the block's captures). Helper threads: at most `maximumHelperThreads` at once, each taking the next block from a shared
-/// atomic index; they are joined before `main` returns.
+/// allocation (plus the block's captures). A run with several blocks shares them through a `BlockRun` (see there).
 open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
     private let blocksLock = InlineLock()
     @exclusivity(unchecked) private var first: (@Sendable () -> Void)? = nil  // protected by blocksLock
@@ -22,6 +24,10 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
 
     /// The most helper threads one block operation uses at once (the other blocks wait their turn).
     public static let maximumHelperThreads = 64
+
+    /// The shared pool that runs helpers' shares of block operations, `maximumHelperThreads` wide.
+    static let helperPool = try! SpindleOperationQueue(  // a positive width is always valid
+        name: "spindle.blocks", maxConcurrentOperationCount: SpindleBlockOperation.maximumHelperThreads)
 
     /// An operation with no blocks yet (add them with `addExecutionBlock`).
     public override init() { super.init() }
@@ -54,26 +60,68 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
             single()
             return
         }
-        let list = [single] + more
-        let next = Atomic<Int>(1)
-        let work: @Sendable () -> Void = {
-            while true {
-                let index = next.add(1, ordering: .relaxed).oldValue
-                if index >= list.count { return }
-                list[index]()
-            }
+        let run = BlockRun([single] + more)
+        run.callHelper()
+        run.work()
+        run.finish()
+    }
+}
+
+/// One multi-block run: the blocks, the next one to take, and the helpers taking part.
+///
+/// Each block is taken exactly once through `next` (atomic). A helper announces itself in `active` and then checks
+/// `closed`; the owner, once it ran out of blocks, sets `closed` and waits until `active` is zero. Both steps are
+/// sequentially consistent, so a helper that starts late sees `closed` and leaves without touching a block, and
+/// the owner never returns while a helper still runs one. The last helper out after `closed` signals `done`.
+/// States: open (helpers may join) → closed (set by the owner) → drained (active == 0; the owner returns).
+final class BlockRun: @unchecked Sendable {
+    let blocks: [@Sendable () -> Void]  // immutable
+    private let next = Atomic<Int>(1)  // block 0 is the owner's
+    private let active = Atomic<Int>(0)
+    private let closed = Atomic<Bool>(false)
+    private let done = try! SpindleSemaphore(value: 0)  // 0 is a valid value
+    private let called = Atomic<Int>(0)  // helpers called in so far
+
+    init(_ blocks: [@Sendable () -> Void]) { self.blocks = blocks }
+
+    /// The owner: block 0, then whatever is left.
+    func work() {
+        self.blocks[0]()
+        self.drain()
+    }
+
+    /// Calls one more helper in from the pool if blocks are left and the cap allows.
+    func callHelper() {
+        guard self.next.load(ordering: .relaxed) < self.blocks.count else { return }
+        guard self.called.add(1, ordering: .relaxed).newValue <= SpindleBlockOperation.maximumHelperThreads else { return }
+        SpindleBlockOperation.helperPool.addOperation { [self] in self.help() }
+    }
+
+    /// A helper from the pool: calls in the next helper, then takes blocks, unless the run is already closed.
+    func help() {
+        self.active.add(1, ordering: .sequentiallyConsistent)
+        if !self.closed.load(ordering: .sequentiallyConsistent) {
+            self.callHelper()
+            self.drain()
         }
-        var helpers: [SpindleThread] = []
-        let helperCount = min(list.count - 1, SpindleBlockOperation.maximumHelperThreads)
-        for i in 0..<helperCount {
-            do {
-                helpers.append(try SpindleThread.spawnJoinable(name: "spindle-block-\(i)", work))
-            } catch {
-                break  // out of threads: the remaining blocks run on the threads we have
-            }
+        if self.active.subtract(1, ordering: .sequentiallyConsistent).newValue == 0
+            && self.closed.load(ordering: .sequentiallyConsistent)
+        {
+            self.done.signal()
         }
-        list[0]()
-        work()
-        for helper in helpers { try? helper.join() }
+    }
+
+    /// The owner, after `work`: closes the run and waits for helpers still running a block.
+    func finish() {
+        self.closed.store(true, ordering: .sequentiallyConsistent)
+        if self.active.load(ordering: .sequentiallyConsistent) > 0 { self.done.wait() }
+    }
+
+    private func drain() {
+        while true {
+            let index = self.next.add(1, ordering: .relaxed).oldValue
+            if index >= self.blocks.count { return }
+            self.blocks[index]()
+        }
     }
 }
