@@ -123,7 +123,7 @@ def plot(scenarios, path):
     ax.barh(labels, ratios, color=["tab:green" if r >= 1 else "tab:red" for r in ratios])
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("peer time per item ÷ Spindle time per item (log scale; > 1 means Spindle is faster)")
+    ax.set_xlabel("peer ÷ Spindle, time per item (log scale; > 1: Spindle faster)")
     ax.invert_yaxis()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
