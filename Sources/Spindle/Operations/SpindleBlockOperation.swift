@@ -1,10 +1,10 @@
 import Synchronization
 
 /// An operation made of one or more blocks that run concurrently (Apple's behaviour): the first on the thread
-/// that runs the operation, the others shared between that thread and up to `maximumHelperThreads` helpers from a
-/// process-wide pool of threads (created when first needed, then kept parked); it finishes when every block has
-/// returned. Helpers join one at a time: each one that finds blocks left calls in the next, so short blocks are
-/// mostly run by the operation's own thread with no wakeups, while blocks that block get a thread each.
+/// that runs the operation, the others shared between that thread and up to `maximumHelperThreads` detached helper
+/// threads; it finishes when every block has returned. Helpers join one at a time: each one that finds blocks left
+/// starts the next, so short blocks are mostly run by the operation's own thread, while blocks that block get a
+/// thread each. Helper threads exit as soon as no block is left (none is kept).
 ///
 /// Guards: `first` and `more` under `blocksLock` (inline); they are frozen once the operation starts
 /// (`addExecutionBlock` then throws). The first block is stored inline, so a one-block operation is one
@@ -25,9 +25,6 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
     /// The most helper threads one block operation uses at once (the other blocks wait their turn).
     public static let maximumHelperThreads = 64
 
-    /// The shared pool that runs helpers' shares of block operations, `maximumHelperThreads` wide.
-    static let helperPool = try! SpindleOperationQueue(  // a positive width is always valid
-        name: "spindle.blocks", maxConcurrentOperationCount: SpindleBlockOperation.maximumHelperThreads)
 
     /// An operation with no blocks yet (add them with `addExecutionBlock`).
     public override init() { super.init() }
@@ -90,14 +87,15 @@ final class BlockRun: @unchecked Sendable {
         self.drain()
     }
 
-    /// Calls one more helper in from the pool if blocks are left and the cap allows.
+    /// Starts one more helper thread if blocks are left and the cap allows. Out of threads: the threads already
+    /// taking part run the rest.
     func callHelper() {
         guard self.next.load(ordering: .relaxed) < self.blocks.count else { return }
         guard self.called.add(1, ordering: .relaxed).newValue <= SpindleBlockOperation.maximumHelperThreads else { return }
-        SpindleBlockOperation.helperPool.addOperation { [self] in self.help() }
+        _ = try? SpindleThread.detach(name: "spindle-block") { [self] in self.help() }
     }
 
-    /// A helper from the pool: calls in the next helper, then takes blocks, unless the run is already closed.
+    /// A helper thread: starts the next helper, then takes blocks, unless the run is already closed.
     func help() {
         self.active.add(1, ordering: .sequentiallyConsistent)
         if !self.closed.load(ordering: .sequentiallyConsistent) {
