@@ -110,8 +110,8 @@ extension SpindleExamples {
         try a.waitUntilFinished()
         let bRan = try b.waitUntilFinished(timeout: .milliseconds(100))
         out.line("A finished; B ran while the queue was suspended: \(bRan)")
+        out.line("resuming the queue")  // before: B may start the moment the flag clears
         queue.isSuspended = false
-        out.line("queue resumed")
         try queue.waitUntilAllOperationsAreFinished()
     }
 }

@@ -96,7 +96,7 @@ import Testing
             "queue suspended while A runs",
             "A ends",
             "A finished; B ran while the queue was suspended: false",
-            "queue resumed",
+            "resuming the queue",
             "B runs",
         ])
     }
