@@ -65,33 +65,35 @@ extension QueueCore {
         self.noteMembersLocked()
     }
 
-    /// Serves blocked producers in order while the oldest one's batch fits (refusing, out of turn, any whose batch
-    /// can no longer fit at all). Returns the semaphores to signal after unlocking. Caller holds `lock`.
+    /// Serves blocked producers in order while the oldest one's batch fits; with `refusingOversized` (after the
+    /// capacity changed) it first releases, out of turn, any whose batch can no longer fit at all. Returns the
+    /// semaphores to signal after unlocking. O(1) when the oldest producer does not fit. Caller holds `lock`.
     @inline(never)
-    func grantProducersLocked() -> [SpindleSemaphore]? {
-        guard let list = self.producers else { return nil }
+    func grantProducersLocked(refusingOversized: Bool = false) -> [SpindleSemaphore]? {
+        guard var list = self.producers else { return nil }
         var signals: [SpindleSemaphore] = []
-        var remaining: [ProducerWaiter] = []
-        var blocked = false
+        if refusingOversized, let capacity = self.capacity {
+            list.removeAll { waiter in
+                let n = waiter.operations.count
+                guard n > capacity else { return false }
+                waiter.outcome = .refused(.batchExceedsCapacity(name: self.name, count: n, capacity: capacity))
+                signals.append(waiter.semaphore)
+                return true
+            }
+        }
+        var granted = 0
         for waiter in list {
-            let n = waiter.operations.count
-            if let capacity = self.capacity {
-                if n > capacity {
-                    waiter.outcome = .refused(.batchExceedsCapacity(name: self.name, count: n, capacity: capacity))
-                    signals.append(waiter.semaphore)
-                    continue
-                }
-                if blocked || self.countedMembersLocked + n > capacity {
-                    blocked = true  // strict FIFO: nobody behind it goes first
-                    remaining.append(waiter)
-                    continue
-                }
+            if let capacity = self.capacity, self.countedMembersLocked + waiter.operations.count > capacity {
+                break  // strict FIFO: nobody behind it goes first
             }
             self.admitBatchLocked(waiter.operations)
             waiter.outcome = .granted
             signals.append(waiter.semaphore)
+            granted += 1
         }
-        self.producers = remaining.isEmpty ? nil : remaining
+        if granted == 0 && signals.isEmpty { return nil }
+        list.removeFirst(granted)
+        self.producers = list.isEmpty ? nil : list
         return signals.isEmpty ? nil : signals
     }
 

@@ -324,13 +324,14 @@ final class QueueCore: @unchecked Sendable {
     /// Settings, counts, and every member not yet running with what it waits on.
     func debugSummary() -> String {
         self.withAdmittedLock {
-            var lines = ["SpindleOperationQueue '\(self.name)': width \(self.limit) (requested \(self.requestedLimit)), "
+            var header = "SpindleOperationQueue '\(self.name)': width \(self.limit) (requested \(self.requestedLimit)), "
                 + "\(self.suspended ? "suspended" : "running"), members \(self.memberCount), running \(self.running), "
                 + "ready \(self.ready.count), threads \(self.threads.count) (parked \(self.parked)), "
-                + "held behind barriers \(self.held.count - self.heldHead), finished \(self.finishedCount) "
-                + "(cancelled \(self.cancelledCount), failed \(self.failedCount)), high water "
-                + "\(self.highWaterMembers)/\(self.highWaterRunning)"
-                + (self.capacity.map { ", capacity \($0) (\(self.fullPolicy))" } ?? "")]
+                + "held behind barriers \(self.held.count - self.heldHead), finished \(self.finishedCount)"
+            header += " (cancelled \(self.cancelledCount), failed \(self.failedCount)), high water "
+            header += "\(self.highWaterMembers)/\(self.highWaterRunning)"
+            if let capacity = self.capacity { header += ", capacity \(capacity) (\(self.fullPolicy))" }
+            var lines = [header]
             var node = self.memberHead
             while let op = node {
                 let s = op.currentState

@@ -43,7 +43,7 @@ extension SpindleOperationQueue {
             core.capacity = capacity
             if let policy { core.fullPolicy = policy }
             core.boundedHint.store(capacity != nil, ordering: .sequentiallyConsistent)
-            let grants = core.grantProducersLocked()
+            let grants = core.grantProducersLocked(refusingOversized: true)
             return (grants, core.collectWakeActionsLocked())
         }
         for action in actions { core.perform(action) }

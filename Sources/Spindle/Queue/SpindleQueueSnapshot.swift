@@ -3,7 +3,7 @@
 public struct SpindleQueueSnapshot: Sendable, CustomStringConvertible {
     /// The queue's name.
     public let name: String
-    /// The width in effect (the CPU count for the default), and whether the queue is suspended.
+    /// The width in effect (the CPU count for the default width).
     public let maxConcurrentOperationCount: Int
     /// Whether the queue starts nothing new.
     public let isSuspended: Bool
@@ -21,15 +21,15 @@ public struct SpindleQueueSnapshot: Sendable, CustomStringConvertible {
     public let cancelled: Int
     /// Of those, how many finished with an error (`main` threw, or `finish(throwing:)`).
     public let failed: Int
-    /// The most operations (barriers excluded) the queue held at once, and the most holding a slot at once.
+    /// The most operations (barriers excluded) the queue held at once.
     public let highWaterOperationCount: Int
     /// The most operations holding a slot at once.
     public let highWaterExecuting: Int
-    /// The capacity (nil: unbounded) and the policy for a full queue.
+    /// The capacity (nil: unbounded).
     public let capacity: Int?
     /// What a plain add does when the queue is full.
     public let fullQueuePolicy: SpindleFullQueuePolicy
-    /// Producers blocked (or suspended) waiting for room, and the operations they are adding.
+    /// Producers blocked (or suspended) waiting for room.
     public let blockedProducers: Int
     /// Operations held by blocked producers (not yet members).
     public let blockedOperations: Int

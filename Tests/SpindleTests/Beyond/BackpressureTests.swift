@@ -139,10 +139,10 @@ import Testing
         // Head: a batch of 3 that cannot fit while 2 are held; behind it, one operation that would fit.
         let big = (0..<3).map { qtNamed("big\($0)") }
         let head = Task { try await queue.addOperationsWhenRoom(big) }
-        btWaitForBlockedProducers(queue, 1)
+        await btAwaitBlockedProducers(queue, 1)
         let small = qtNamed("small")
         let behind = try BTThread { try! queue.addOperation(small) }
-        btWaitForBlockedProducers(queue, 2)
+        await btAwaitBlockedProducers(queue, 2)
         #expect(queue.operationCount == 2)
         head.cancel()
         await #expect(throws: CancellationError.self) { try await head.value }
@@ -235,8 +235,13 @@ import Testing
         let queue = try SpindleOperationQueue(name: "bt-contention", maxConcurrentOperationCount: 2, capacity: 4,
                                               whenFull: policy)
         let perProducer = 150, producers = 4
+        let sink = QTSink()
         let ops = (0..<(perProducer * producers)).map { i in
-            BTCountingOp(name: "c\(i)") { for _ in 0..<2000 { QTSink().store(UInt64(i)) } }
+            BTCountingOp(name: "c\(i)") {
+                var x = UInt64(i)
+                for k in 0..<2000 { x = x &* 31 &+ UInt64(k) }
+                sink.store(x)
+            }
         }
         let retries = QTCounter()
         try runJoinableThreads(producers, name: "bt-producer") { p in
@@ -275,9 +280,7 @@ import Testing
         let count = 4 * spindleActiveProcessorCount() + 4
         let ops = (0..<count).map { BTCountingOp(name: "a\($0)") }
         let producers = ops.map { op in Task { try await queue.addOperationWhenRoom(op) } }
-        let end = monotonicSeconds() + qtDeadline
-        while queue.snapshot().blockedProducers < count && monotonicSeconds() < end { await Task.yield() }
-        #expect(queue.snapshot().blockedProducers == count)
+        await btAwaitBlockedProducers(queue, count)
         let probe = await Task { 42 }.value
         #expect(probe == 42)
         queue.isSuspended = false
@@ -290,8 +293,7 @@ import Testing
         let (queue, _) = try self.fullQueue(capacity: 1, policy: .block, holding: 1)
         let op = BTCountingOp(name: "cancelled-producer")
         let producer = Task { try await queue.addOperationWhenRoom(op) }
-        let end = monotonicSeconds() + qtDeadline
-        while queue.snapshot().blockedProducers < 1 && monotonicSeconds() < end { await Task.yield() }
+        await btAwaitBlockedProducers(queue, 1)
         producer.cancel()
         await #expect(throws: CancellationError.self) { try await producer.value }
         let snapshot = queue.snapshot()

@@ -54,6 +54,15 @@ func btWaitForBlockedProducers(_ queue: SpindleOperationQueue, _ count: Int,
     #expect(ok, "expected \(count) blocked producers", sourceLocation: sourceLocation)
 }
 
+/// The async form: yields instead of sleeping, so it never holds a cooperative thread.
+func btAwaitBlockedProducers(_ queue: SpindleOperationQueue, _ count: Int,
+                             sourceLocation: SourceLocation = #_sourceLocation) async {
+    let end = monotonicSeconds() + qtDeadline
+    while queue.snapshot().blockedProducers != count && monotonicSeconds() < end { await Task.yield() }
+    #expect(queue.snapshot().blockedProducers == count, "expected \(count) blocked producers",
+            sourceLocation: sourceLocation)
+}
+
 /// Runs `body` on a new joinable thread; `join` waits for it (bounded by the gate's deadline).
 final class BTThread: @unchecked Sendable {
     let done = QTGate()

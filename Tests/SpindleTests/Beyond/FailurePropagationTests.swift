@@ -88,7 +88,9 @@ import Testing
             chain.append(op)
             previous = op
         }
-        try queue.addOperations(chain.reversed() + [head])
+        var batch: [SpindleOperation] = Array(chain.reversed())
+        batch.append(head)
+        try queue.addOperations(batch)
         qtDrain(queue)
         #expect(chain.allSatisfy { $0.runs.count == 0 && $0.cancellationReason == .dependencyFailed })
     }
