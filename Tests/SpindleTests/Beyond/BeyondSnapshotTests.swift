@@ -3,7 +3,7 @@ import Testing
 @testable import Spindle
 
 /// `snapshot()` figures against what the test did; wait times (opt-in); the debug description.
-@Suite struct SnapshotTests {
+@Suite struct BeyondSnapshotTests {
     @Test func figuresMatchWhatTheTestDid() throws {
         let queue = try SpindleOperationQueue(name: "bt-snapshot", maxConcurrentOperationCount: 2)
         let running = QTRendezvous(parties: 3)

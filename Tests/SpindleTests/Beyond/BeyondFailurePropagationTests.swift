@@ -3,7 +3,7 @@ import Testing
 @testable import Spindle
 
 /// Failure propagation: opt-in per dependent; dependency errors readable; Apple's default unchanged.
-@Suite struct FailurePropagationTests {
+@Suite struct BeyondFailurePropagationTests {
     @Test func dependentOfAFailedOperationIsCancelledUnderTheOptIn() throws {
         let queue = try SpindleOperationQueue(name: "bt-fail", maxConcurrentOperationCount: 2)
         let failing = BTThrowingOp(code: 7, name: "failing")

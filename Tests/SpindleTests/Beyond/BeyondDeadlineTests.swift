@@ -3,7 +3,7 @@ import Testing
 @testable import Spindle
 
 /// Operation deadlines: firing before `main`, during it, after the operation finished; the recorded reason.
-@Suite struct DeadlineTests {
+@Suite struct BeyondDeadlineTests {
     @Test func deadlineBeforeStartFinishesItWithoutRunningMain() throws {
         let queue = try SpindleOperationQueue(name: "bt-deadline-before", maxConcurrentOperationCount: 2)
         let blocker = qtNamed("blocker")  // never added: holds the operation back until started by hand

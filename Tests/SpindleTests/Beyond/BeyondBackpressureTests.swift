@@ -3,7 +3,7 @@ import Testing
 @testable import Spindle
 
 /// Bounded queues: each policy alone and under contention, timed and async adds, batches, capacity changes.
-@Suite struct BackpressureTests {
+@Suite struct BeyondBackpressureTests {
     /// A suspended queue of width 1 holding `count` named operations: full when `count == capacity`.
     func fullQueue(capacity: Int, policy: SpindleFullQueuePolicy, holding count: Int) throws
         -> (SpindleOperationQueue, [SpindleBlockOperation])
@@ -187,7 +187,7 @@ import Testing
         queue.isSuspended = false
         #expect(producer.join())
         qtDrain(queue)
-        #expect(pair.allSatisfy(\.isFinished))
+        #expect(pair.allSatisfy { $0.isFinished })
         #expect(four.allSatisfy { !$0.isFinished })
         #expect(queue.snapshot().highWaterOperationCount <= 3)
     }
