@@ -56,6 +56,13 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case waitOnOwnQueue(name: String)
     /// A batch add with the same operation twice.
     case duplicateInBatch(name: String)
+    /// A bounded queue had no room: its policy is to refuse (`SpindleFullQueuePolicy.reject`), or a timed add's
+    /// deadline passed before room appeared. Nothing was added.
+    case queueFull(name: String, capacity: Int)
+    /// A batch with more operations than the queue's capacity: it could never fit. Nothing was added.
+    case batchExceedsCapacity(name: String, count: Int, capacity: Int)
+    /// A queue capacity below 1.
+    case invalidCapacity(Int)
 
     // MARK: Run loops (cases used by Sources/Spindle/RunLoop)
     /// Sending to, or scheduling, a port that was invalidated.
@@ -97,6 +104,10 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
             return "maxConcurrentOperationCount must be >= 0 or the default sentinel (\(v) was given)"
         case .waitOnOwnQueue(let n): return "an operation of queue '\(n)' cannot wait for that queue to drain"
         case .duplicateInBatch(let n): return "operation '\(n)' appears twice in one batch"
+        case .queueFull(let n, let c): return "queue '\(n)' is full (capacity \(c)); nothing was added"
+        case .batchExceedsCapacity(let n, let count, let c):
+            return "a batch of \(count) operations can never fit in queue '\(n)' (capacity \(c))"
+        case .invalidCapacity(let v): return "a queue capacity must be at least 1 (\(v) was given)"
         case .portInvalidated(let n): return "port '\(n)' was invalidated"
         case .runLoopNotOwned: return "a run loop can only be run by the thread that owns it"
         case .invalidTimerInterval(let v): return "a timer interval must be a finite number >= 0 (\(v) was given)"

@@ -41,6 +41,8 @@ let allScenarios: [Scenario] = [
              invariants: RunLoopScenario.invariants, run: RunLoopScenario.run),
     Scenario(name: "timers", summary: "one-shot and repeating timers: once, never early, none after invalidate",
              invariants: TimersScenario.invariants, run: TimersScenario.run),
+    Scenario(name: "backpressure", summary: "bounded queues, 3 policies, timed/batch/async producers faster than the queue",
+             invariants: BackpressureScenario.invariants, run: BackpressureScenario.run),
 ]
 
 let usage = """

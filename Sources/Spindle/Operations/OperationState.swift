@@ -5,6 +5,8 @@
 /// - bits 0–3: `Lifecycle` (ordered: "at least finishing" is a `>=` test);
 /// - bit 4: cancelled; bit 5: scheduled (the owning queue has put it in a ready bucket, or is about to);
 /// - bit 6: settled (the finish path is complete: completion block returned, dependents and queue told);
+/// - bit 7: failed (it finished with an error: `main` threw or `finish(throwing:)`; set with `finished`);
+/// - bit 8: propagates failure (`cancelsOnFailedDependency`: a failed or cancelled dependency cancels it);
 /// - bits 32–63: unfinished dependencies that hold the operation back.
 ///
 /// Lifecycle (forward only, never skipping back):
@@ -27,6 +29,8 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
     static let cancelledBit: UInt64 = 1 << 4
     static let scheduledBit: UInt64 = 1 << 5
     static let settledBit: UInt64 = 1 << 6
+    static let failedBit: UInt64 = 1 << 7
+    static let propagatesFailureBit: UInt64 = 1 << 8
     static let pendingShift: UInt64 = 32
     static let pendingOne: UInt64 = 1 << 32
 
@@ -42,6 +46,8 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
     var isCancelled: Bool { self.raw & Self.cancelledBit != 0 }
     var isScheduled: Bool { self.raw & Self.scheduledBit != 0 }
     var isSettled: Bool { self.raw & Self.settledBit != 0 }
+    var isFailed: Bool { self.raw & Self.failedBit != 0 }
+    var propagatesFailure: Bool { self.raw & Self.propagatesFailureBit != 0 }
     var pendingDependencies: Int { Int(self.raw >> Self.pendingShift) }
     var isReady: Bool { self.isCancelled || self.pendingDependencies == 0 }
 
@@ -132,6 +138,6 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
 
     var description: String {
         "\(self.lifecycle)\(self.isCancelled ? "+cancelled" : "")\(self.isScheduled ? "+scheduled" : "")"
-            + "\(self.isSettled ? "+settled" : "") pending=\(self.pendingDependencies)"
+            + "\(self.isSettled ? "+settled" : "")\(self.isFailed ? "+failed" : "") pending=\(self.pendingDependencies)"
     }
 }

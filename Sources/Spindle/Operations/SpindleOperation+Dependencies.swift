@@ -73,9 +73,15 @@ extension SpindleOperation {
         if released { self.dependencyFinished() }
     }
 
-    /// One counted dependency finished or was removed; becoming ready tells observers and the queue.
-    final func dependencyFinished() {
+    /// One counted dependency finished (`failed`: with an error, or cancelled) or was removed; becoming ready tells
+    /// observers and the queue. With `cancelsOnFailedDependency`, a failed one cancels this operation first, while
+    /// the dependency still holds it back, so it can never start in between.
+    final func dependencyFinished(failed: Bool = false) {
         var current = self.currentState
+        if failed && current.propagatesFailure {
+            self.cancel(for: .dependencyFailed)
+            current = self.currentState
+        }
         while true {
             let next = current.removingPendingDependency()
             let (done, seen) = self.state.compareExchange(

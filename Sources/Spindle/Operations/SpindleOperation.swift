@@ -13,13 +13,13 @@ import Synchronization
 /// - `state`: atomic; transitions by compare-and-swap. `finishing → finished` additionally happens under `locked`
 ///   so that a dependency added concurrently sees either "not finished" (and is counted) or "finished".
 /// - `lockWord` (an `InlineLock`, no allocation) guards `lockedState`: dependencies, dependents, observers and pending events, completion
-///   block, waiters, error, name, owning queue, thread priority.
+///   block, waiters, error, name, owning queue, thread priority, cancellation reason, armed deadline entry.
 /// - queue links (`bucketNext`, `bucketPrev`, `bucketLevel`, `memberNext`, `memberPrev`, `isBarrier`,
 ///   `queuePriorityRaw` reads by the queue): guarded by the owning queue's lock (`QueueCore.condition`).
 /// - `hasObservers`: atomic hint; the truth is `locked.observers`.
 ///
-/// Lock order: `DependencyGraph.lock` → a queue's lock → an operation's `locked`. Never two operations' `locked` at
-/// once. No user code (`main`, completion blocks, observers) ever runs under any of these.
+/// Lock order: `DependencyGraph.lock` → a queue's lock → an operation's `locked` → `DeadlineTimer.lock`. Never two
+/// operations' `locked` at once. No user code (`main`, completion blocks, observers) ever runs under any of these.
 open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     // MARK: Stored state
     let state = Atomic<UInt64>(0)
@@ -39,6 +39,9 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// The next (older) operation in its queue's inbox, as bits of an unmanaged reference: written by the adding
     /// thread before the push publishes it, then only under the queue's lock (see `QueueCore.inbox`).
     @exclusivity(unchecked) var inboxNext: UInt = 0
+    /// When its queue admitted it (ns, CLOCK_MONOTONIC), if that queue collects wait times; 0 otherwise. Under
+    /// the queue's lock.
+    @exclusivity(unchecked) var admittedAt: UInt64 = 0
     let priorityStorage = Atomic<Int>(0)
     let threadPriorityStorage = Atomic<UInt64>((0.5).bitPattern)
 
@@ -53,6 +56,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         var error: (any Error)? = nil
         var queue: SpindleOperationQueue? = nil
         var observation = ObservationState()
+        var cancellationReason: SpindleCancellationReason? = nil  // set by whoever cancels for a reason of ours
+        var deadlineEntry: DeadlineEntry? = nil  // armed deadline, in `DeadlineTimer.shared`'s heap
     }
 
     /// A new operation: idle, ready, not cancelled, normal queue priority, thread priority 0.5, no dependencies and
@@ -197,6 +202,12 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             case .enqueued: throw .operationEnqueued(name: self.displayName)
             case .idle, .dispatching: break
             }
+            if current.propagatesFailure && !current.isCancelled && self.hasFailedDependency {
+                // The last gate of `cancelsOnFailedDependency`: nothing starts past a failed dependency.
+                self.cancel(for: .dependencyFailed)
+                current = self.currentState
+                continue
+            }
             if current.isCancelled {
                 self.completeExecution(error: nil)
                 return false
@@ -232,22 +243,27 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             self.emitWill(.isFinished)
         }
         // finishing → finished under the lock; take everything the rest of the path needs.
-        let (completion, queue, drain) = self.withLocked { l -> ((@Sendable () -> Void)?, SpindleOperationQueue?, Bool) in
+        let (completion, queue, drain, failed, deadline) = self.withLocked {
+            l -> ((@Sendable () -> Void)?, SpindleOperationQueue?, Bool, Bool, DeadlineEntry?) in
             if let error { l.error = error }
+            let failedBit = l.error != nil ? OperationState.failedBit : 0
             var s = self.currentState
             while true {
                 let (done, seen) = self.state.compareExchange(
-                    expected: s.raw, desired: s.finished()!.raw, ordering: .acquiringAndReleasing)
+                    expected: s.raw, desired: s.finished()!.raw | failedBit, ordering: .acquiringAndReleasing)
                 if done { break }
                 s = OperationState(raw: seen)
             }
+            let deadline = l.deadlineEntry
+            l.deadlineEntry = nil
             // Appended under the same lock that made it finished: observers registered later get it from `observe`.
             let drain = l.observation.append(Change(phase: .did, key: .isFinished))
-            let result = (l.completionBlock, l.queue, drain)
+            let result = (l.completionBlock, l.queue, drain, failedBit != 0 || s.isCancelled, deadline)
             l.completionBlock = nil
             l.queue = nil
             return result
         }
+        if let deadline { DeadlineTimer.shared.remove(deadline) }
         if drain { self.drainObservations() }
         if let completion {
             // Mark the thread, so a completion block that waits for its own operation is told, not deadlocked.
@@ -268,7 +284,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             l.dependents = []
             return list
         }
-        for dependent in dependents { dependent.operation?.dependencyFinished() }
+        for dependent in dependents { dependent.operation?.dependencyFinished(failed: failed) }
         if let queue {
             let context = ThreadContext.current
             if context.deferrable === self {

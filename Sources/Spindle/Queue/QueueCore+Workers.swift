@@ -194,6 +194,8 @@ extension QueueCore {
     private func takeNextLocked() -> SpindleOperation {
         let op = self.ready.popHighest()!
         self.running += 1
+        if self.running > self.highWaterRunning { self.highWaterRunning = self.running }
+        if op.admittedAt != 0 { self.recordWaitLocked(op) }
         var s = op.currentState
         while let next = s.dispatching() {
             let (done, seen) = op.state.compareExchange(

@@ -4,8 +4,10 @@ import Synchronization
 /// The public handle owns it; workers hold it too, so it outlives the handle until the workers have exited.
 ///
 /// Guards: every `var` below is protected by `lock` (the mutex shared by `workAvailable` and `drained`), except
-/// `handle` (set once in `init`; valid while any operation is a member, since members retain the handle), and
-/// `pushes` (atomic, a hint for spinning workers). The vars are `@exclusivity(unchecked)`: the lock, not the
+/// `handle` (set once in `init`; valid while any operation is a member, since members retain the handle),
+/// `pushes` (atomic, a hint for spinning workers) and `boundedHint` (atomic mirror of `capacity != nil`, read
+/// without the lock by `addOperation`). Bounded queues, blocked producers and the statistics behind `snapshot()`:
+/// see `QueueCore+Backpressure`. The vars are `@exclusivity(unchecked)`: the lock, not the
 /// runtime's dynamic exclusivity checks, makes access exclusive (those checks cost more than the lock here).
 /// Operations' queue links (`bucket*`, `member*`, `isHeld`) are protected by this lock too.
 /// Lock order: `DependencyGraph.lock` → `lock` → an operation's `locked`. User code never runs under `lock`.
@@ -70,6 +72,25 @@ final class QueueCore: @unchecked Sendable {
     /// Async drain waiters (`waitUntilAllOperationsAreFinished() async`), each signalled once when the queue
     /// drains; nil (not empty) whenever there are none, so the finish path tests one rarely-set field. Under `lock`.
     @exclusivity(unchecked) var asyncDrainWaiters: [SpindleSemaphore]? = nil
+
+    // Bounded queues (see `QueueCore+Backpressure`). Under `lock` except `boundedHint`.
+    /// Most members (barriers excluded) admitted and not finished; nil: unbounded.
+    @exclusivity(unchecked) var capacity: Int? = nil
+    @exclusivity(unchecked) var fullPolicy: SpindleFullQueuePolicy = .block
+    /// `capacity != nil`, for `addOperation`'s one test before its lock-free path. Written under `lock`.
+    let boundedHint = Atomic<Bool>(false)
+    /// Blocked producers, oldest first; nil (not empty) when there are none, so the finish path tests one field.
+    @exclusivity(unchecked) var producers: [ProducerWaiter]? = nil
+    /// Statistics for `snapshot()`.
+    @exclusivity(unchecked) var failedCount = 0
+    @exclusivity(unchecked) var highWaterMembers = 0
+    @exclusivity(unchecked) var highWaterRunning = 0
+    @exclusivity(unchecked) var rejectedCount = 0  // adds refused (policy .reject, or a timed add that expired)
+    @exclusivity(unchecked) var callerRanCount = 0  // operations run on the adding thread (policy .callerRuns)
+    @exclusivity(unchecked) var collectsWaitTimes = false
+    @exclusivity(unchecked) var waitSamples = 0
+    @exclusivity(unchecked) var waitTotalNs: UInt64 = 0
+    @exclusivity(unchecked) var waitMaxNs: UInt64 = 0
 
     init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil) {
         self.servingRunLoop = servingRunLoop
@@ -152,6 +173,7 @@ final class QueueCore: @unchecked Sendable {
             self.admitLocked(op)
             self.scheduleAdmittedLocked(op)
         }
+        self.noteMembersLocked()
     }
 
     /// Recomputes `canSpawnHint` after `threads` or `limit` changed. Caller holds `lock`.
@@ -164,6 +186,7 @@ final class QueueCore: @unchecked Sendable {
 
     /// Links a claimed operation as a member, released or held behind a barrier. Caller holds `lock`.
     func admitLocked(_ op: SpindleOperation) {
+        if self.collectsWaitTimes { op.admittedAt = SpindleDeadline.now.uptimeNanoseconds }
         op.isAdmitted = true
         op.memberNext = nil
         op.memberPrev = self.memberTail
@@ -256,8 +279,9 @@ final class QueueCore: @unchecked Sendable {
     }
 
     /// The queue's side of a member's finish: unlink it, free its slot, release operations held behind it, and
-    /// wake queue waiters if it was the last. Caller holds `lock`; the caller decides who runs next, and signals
-    /// the async drain waiters this returns after unlocking (their tasks may add work to this queue).
+    /// wake queue waiters if it was the last; admit blocked producers' operations that now fit. Caller holds
+    /// `lock`; the caller decides who runs next, and signals the semaphores this returns (async drain waiters,
+    /// granted producers) after unlocking (their tasks may add work to this queue).
     func unlinkFinishedLocked(_ op: SpindleOperation) -> [SpindleSemaphore]? {
         if let prev = op.memberPrev { prev.memberNext = op.memberNext } else { self.memberHead = op.memberNext }
         if let next = op.memberNext { next.memberPrev = op.memberPrev } else { self.memberTail = op.memberPrev }
@@ -267,7 +291,9 @@ final class QueueCore: @unchecked Sendable {
         self.memberCount -= 1
         self.running -= 1
         self.finishedCount += 1
-        if op.isCancelled { self.cancelledCount += 1 }
+        let s = op.currentState
+        if s.isCancelled { self.cancelledCount += 1 }
+        if s.isFailed { self.failedCount += 1 }
         if op.isBarrier {
             self.barrierCount -= 1
             self.barrierActive = false
@@ -275,11 +301,13 @@ final class QueueCore: @unchecked Sendable {
             self.activeUnfinished -= 1
         }
         if self.heldHead < self.held.count { self.advanceBarriersLocked() }
+        var wake: [SpindleSemaphore]? = nil
+        if self.producers != nil { wake = self.grantProducersLocked() }  // room for blocked producers
         if self.memberCount == 0 {
             self.drained.broadcast()
-            if self.asyncDrainWaiters != nil { return self.takeAsyncDrainWaitersLocked() }
+            if self.asyncDrainWaiters != nil { wake = (wake ?? []) + self.takeAsyncDrainWaitersLocked() }
         }
-        return nil
+        return wake
     }
 
     /// A member's priority changed: if it waits in a bucket, move it.
@@ -296,10 +324,14 @@ final class QueueCore: @unchecked Sendable {
     /// Settings, counts, and every member not yet running with what it waits on.
     func debugSummary() -> String {
         self.withAdmittedLock {
-            var lines = ["SpindleOperationQueue '\(self.name)': width \(self.limit) (requested \(self.requestedLimit)), "
+            var header = "SpindleOperationQueue '\(self.name)': width \(self.limit) (requested \(self.requestedLimit)), "
                 + "\(self.suspended ? "suspended" : "running"), members \(self.memberCount), running \(self.running), "
                 + "ready \(self.ready.count), threads \(self.threads.count) (parked \(self.parked)), "
-                + "held behind barriers \(self.held.count - self.heldHead), finished \(self.finishedCount)"]
+                + "held behind barriers \(self.held.count - self.heldHead), finished \(self.finishedCount)"
+            header += " (cancelled \(self.cancelledCount), failed \(self.failedCount)), high water "
+            header += "\(self.highWaterMembers)/\(self.highWaterRunning)"
+            if let capacity = self.capacity { header += ", capacity \(capacity) (\(self.fullPolicy))" }
+            var lines = [header]
             var node = self.memberHead
             while let op = node {
                 let s = op.currentState
@@ -313,9 +345,16 @@ final class QueueCore: @unchecked Sendable {
                         let waits = op.dependencies.filter { !$0.isFinished }.map(\.displayName)
                         line += ", waits on \(s.pendingDependencies): \(waits.joined(separator: ", "))"
                     }
+                    if s.propagatesFailure { line += ", cancels on a failed dependency" }
+                    if let deadline = op.deadline { line += ", deadline in \(deadline.remaining)" }
                 }
                 lines.append(line)
                 node = op.memberNext
+            }
+            for waiter in self.producers ?? [] {
+                let names = waiter.operations.prefix(4).map(\.displayName).joined(separator: ", ")
+                lines.append("  blocked producer adding \(waiter.operations.count): \(names)"
+                    + (waiter.operations.count > 4 ? ", …" : ""))
             }
             return lines.joined(separator: "\n")
         }

@@ -48,12 +48,18 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     // MARK: - Adding work
 
-    /// Adds one operation. The queue starts it on a worker thread once it is ready and a slot is free.
-    /// - Throws: `operationAlreadyInQueue` (this queue or another), `operationExecuting`, `operationFinished`.
-    ///   The queue and the operation are unchanged then.
+    /// Adds one operation. The queue starts it on a worker thread once it is ready and a slot is free. On a full
+    /// bounded queue (`capacity`), follows `fullQueuePolicy`: blocks until there is room, throws, or runs it on
+    /// the calling thread.
+    /// - Throws: `operationAlreadyInQueue` (this queue or another), `operationExecuting`, `operationFinished`;
+    ///   on a full queue `queueFull` (policy `.reject`) or `waitOnOwnQueue` (policy `.block`, called from one of
+    ///   this queue's operations). The queue and the operation are unchanged then.
     public func addOperation(_ operation: SpindleOperation) throws(SpindleError) {
-        if let error = self.claim(operation) { throw error }
         let core = self.core
+        if core.boundedHint.load(ordering: .relaxed) && !operation.isBarrier {
+            return try self.addBounded([operation], waitUntil: nil)
+        }
+        if let error = self.claim(operation) { throw error }
         if !operation.isBarrier && core.servingRunLoop == nil {
             // The hot path: no queue lock. One operation lock, three compare-and-swaps, and the lock only when a
             // parked worker must be woken or a thread started.
@@ -65,6 +71,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             core.lockAndAdmit()
             core.admitLocked(operation)
             core.scheduleAdmittedLocked(operation)
+            core.noteMembersLocked()
         }
         let action = core.wakeOrSpawnLocked()
         core.lock.unlock()
@@ -73,10 +80,18 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// Adds several operations, all or none: if any cannot be added (see `addOperation`, or it appears twice),
     /// none is and the error names it. Within the batch, priority order holds (all are linked before any runs).
-    /// With `waitUntilFinished`, returns once these operations (not the whole queue) have finished.
-    /// - Throws: as `addOperation`, `duplicateInBatch`, or `waitOnSelf` when waiting from one of these
-    ///   operations.
+    /// With `waitUntilFinished`, returns once these operations (not the whole queue) have finished. On a bounded
+    /// queue the whole batch waits for room, is refused, or runs on the caller (see `fullQueuePolicy`).
+    /// - Throws: as `addOperation`, `duplicateInBatch`, `batchExceedsCapacity` (a bounded queue smaller than the
+    ///   batch), or `waitOnSelf` when waiting from one of these operations.
     public func addOperations(_ operations: [SpindleOperation], waitUntilFinished: Bool = false) throws(SpindleError) {
+        if self.core.boundedHint.load(ordering: .relaxed) {
+            try self.addBounded(operations, waitUntil: nil)
+            if waitUntilFinished {
+                for op in operations { try op.waitUntilFinished() }
+            }
+            return
+        }
         if operations.count > 1 {
             var seen = Set<ObjectIdentifier>()
             for op in operations where !seen.insert(ObjectIdentifier(op)).inserted {
@@ -99,8 +114,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             core.lock.unlock()
             throw failure
         }
-        for op in operations { core.admitLocked(op) }
-        for op in operations { core.scheduleAdmittedLocked(op) }
+        core.admitBatchLocked(operations)
         let actions = core.collectWakeActionsLocked()
         core.lock.unlock()
         for action in actions { core.perform(action) }
@@ -111,7 +125,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// `idle` → `enqueued`, with this queue recorded, atomically under the operation's lock (so a thread that
     /// sees it enqueued also sees its queue). Returns the error if the operation cannot be added.
-    private func claim(_ op: SpindleOperation) -> SpindleError? {
+    func claim(_ op: SpindleOperation) -> SpindleError? {
         op.withLocked { l -> SpindleError? in
             var s = op.currentState
             while true {
@@ -133,7 +147,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     }
 
     /// Undoes `claim` for an operation of a failed batch (never admitted, so never in a bucket).
-    private func unclaim(_ op: SpindleOperation) {
+    func unclaim(_ op: SpindleOperation) {
         op.withLocked { l in
             var s = op.currentState
             while let next = s.dequeuingUnadmitted() {

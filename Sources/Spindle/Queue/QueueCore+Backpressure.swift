@@ -1,0 +1,121 @@
+/// A producer blocked on a full queue, with the operations it is adding (already claimed for the queue:
+/// `enqueued`, their `queue` set, not members).
+///
+/// State machine, every transition under the queue's `lock`:
+/// - `waiting`: in `QueueCore.producers` (FIFO);
+/// - `granted` (terminal): whoever made room (a finishing member, a capacity change, a producer giving up ahead
+///   of it) admitted its operations and took it out of the list; the semaphore is signalled after unlocking;
+/// - `refused` (terminal): the capacity was lowered below its batch's size; taken out of the list, semaphore
+///   signalled; the producer unclaims its operations and throws;
+/// - `withdrawn` (terminal): its deadline passed or its task was cancelled while still `waiting`; the producer
+///   took itself out of the list, unclaims its operations and throws.
+/// Grant and withdrawal are decided under the same lock, so exactly one happens: a producer whose wait timed out
+/// but who finds itself granted returns normally (its operations are in the queue).
+final class ProducerWaiter: @unchecked Sendable {
+    enum Outcome { case waiting, granted, refused(SpindleError), withdrawn }
+
+    let operations: [SpindleOperation]
+    let semaphore = try! SpindleSemaphore(value: 0)  // 0 is a valid value
+    @exclusivity(unchecked) var outcome = Outcome.waiting
+
+    init(_ operations: [SpindleOperation]) { self.operations = operations }
+}
+
+/// Bounded queues and the statistics behind `snapshot()`: the queue-side half (under `lock`).
+///
+/// Capacity counts members that are not barriers (`memberCount - barrierCount`): operations added and not yet
+/// finished, running ones included. An add fits when its whole batch fits and no producer is waiting (so a new
+/// producer never overtakes a blocked one: FIFO, no stolen room). Room is handed over, not raced for: the thread
+/// that frees room (`unlinkFinishedLocked`, `setCapacity`, a producer withdrawing) admits the waiting producers'
+/// operations itself, oldest producer first, as long as they fit, and signals them after unlocking. So there is
+/// no lost wakeup (the grant is recorded under the lock before the signal) and no stolen one (nobody else can take
+/// room that was granted).
+extension QueueCore {
+    /// Members that count against the capacity. Caller holds `lock`.
+    var countedMembersLocked: Int { self.memberCount - self.barrierCount }
+
+    /// Updates the members' high-water mark; called after admissions. Caller holds `lock`.
+    @inline(__always)
+    func noteMembersLocked() {
+        let n = self.memberCount - self.barrierCount
+        if n > self.highWaterMembers { self.highWaterMembers = n }
+    }
+
+    /// An operation stamped at admission is being dispatched: record how long it waited. Caller holds `lock`.
+    @inline(never)
+    func recordWaitLocked(_ op: SpindleOperation) {
+        let now = SpindleDeadline.now.uptimeNanoseconds
+        let waited = now > op.admittedAt ? now - op.admittedAt : 0
+        op.admittedAt = 0
+        self.waitSamples += 1
+        self.waitTotalNs &+= waited
+        if waited > self.waitMaxNs { self.waitMaxNs = waited }
+    }
+
+    /// Whether `count` more operations may be admitted now. Caller holds `lock`.
+    func fitsLocked(_ count: Int) -> Bool {
+        guard let capacity = self.capacity else { return true }
+        return self.producers == nil && self.countedMembersLocked + count <= capacity
+    }
+
+    /// Admits claimed operations (all linked before any is scheduled, as `addOperations` does). Caller holds `lock`.
+    func admitBatchLocked(_ operations: [SpindleOperation]) {
+        for op in operations { self.admitLocked(op) }
+        for op in operations { self.scheduleAdmittedLocked(op) }
+        self.noteMembersLocked()
+    }
+
+    /// Serves blocked producers in order while the oldest one's batch fits; with `refusingOversized` (after the
+    /// capacity changed) it first releases, out of turn, any whose batch can no longer fit at all. Returns the
+    /// semaphores to signal after unlocking. O(1) when the oldest producer does not fit. Caller holds `lock`.
+    @inline(never)
+    func grantProducersLocked(refusingOversized: Bool = false) -> [SpindleSemaphore]? {
+        guard var list = self.producers else { return nil }
+        var signals: [SpindleSemaphore] = []
+        if refusingOversized, let capacity = self.capacity {
+            list.removeAll { waiter in
+                let n = waiter.operations.count
+                guard n > capacity else { return false }
+                waiter.outcome = .refused(.batchExceedsCapacity(name: self.name, count: n, capacity: capacity))
+                signals.append(waiter.semaphore)
+                return true
+            }
+        }
+        var granted = 0
+        for waiter in list {
+            if let capacity = self.capacity, self.countedMembersLocked + waiter.operations.count > capacity {
+                break  // strict FIFO: nobody behind it goes first
+            }
+            self.admitBatchLocked(waiter.operations)
+            waiter.outcome = .granted
+            signals.append(waiter.semaphore)
+            granted += 1
+        }
+        if granted == 0 && signals.isEmpty { return nil }
+        list.removeFirst(granted)
+        self.producers = list.isEmpty ? nil : list
+        return signals.isEmpty ? nil : signals
+    }
+
+    /// A producer gave up (deadline or task cancellation). If it is still waiting, takes it out of the line and
+    /// lets the producers behind it in if they fit now; returns nil if it had been granted (its operations are in
+    /// the queue) or refused (that error). Caller holds `lock`; signals `grants` after unlocking.
+    func withdrawProducerLocked(_ waiter: ProducerWaiter) -> (outcome: ProducerWaiter.Outcome,
+                                                             grants: [SpindleSemaphore]?, actions: [WakeAction]) {
+        guard case .waiting = waiter.outcome else { return (waiter.outcome, nil, []) }
+        waiter.outcome = .withdrawn
+        if var list = self.producers, let index = list.firstIndex(where: { $0 === waiter }) {
+            list.remove(at: index)
+            self.producers = list.isEmpty ? nil : list
+        }
+        self.rejectedCount += 1
+        let grants = self.grantProducersLocked()
+        return (.withdrawn, grants, self.collectWakeActionsLocked())
+    }
+
+    /// Blocked producers and the operations they hold. Caller holds `lock`.
+    var blockedProducerCountsLocked: (producers: Int, operations: Int) {
+        guard let list = self.producers else { return (0, 0) }
+        return (list.count, list.reduce(0) { $0 + $1.operations.count })
+    }
+}

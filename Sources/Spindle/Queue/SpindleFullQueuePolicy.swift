@@ -1,0 +1,24 @@
+/// What `addOperation` / `addOperations` do when a bounded queue (`SpindleOperationQueue.capacity`) has no room.
+/// The timed forms (`addOperation(_:until:)`, …) and the async forms (`addOperationWhenRoom`, …) always wait for
+/// room, whatever the policy.
+public enum SpindleFullQueuePolicy: Sendable, Equatable, CustomStringConvertible {
+    /// Block the adding thread until there is room (producers are served first in, first out). From one of the
+    /// queue's own operations, where waiting might wait for its own slot, the add throws `waitOnOwnQueue`
+    /// instead.
+    case block
+    /// Throw `SpindleError.queueFull` at once; nothing is added.
+    case reject
+    /// Run the operation on the adding thread instead (as if started by hand, after waiting for its dependencies);
+    /// it never becomes a member of the queue. The add returns once it has finished (a concurrent operation: once
+    /// its `start()` returned).
+    case callerRuns
+
+    /// "block", "reject" or "callerRuns". Any thread; throws nothing.
+    public var description: String {
+        switch self {
+        case .block: return "block"
+        case .reject: return "reject"
+        case .callerRuns: return "callerRuns"
+        }
+    }
+}

@@ -1,0 +1,232 @@
+/// Bounded queues: a capacity, a policy for a full queue, and adds that wait for room (blocking with a deadline,
+/// or suspending a task). The queue side (FIFO hand-over of room, no lost or stolen wakeups) is in
+/// `QueueCore+Backpressure`.
+///
+/// Decisions:
+/// - Capacity counts operations added and not yet finished (running ones included). Barriers do not count and
+///   are never held back (`addBarrierBlock` cannot fail).
+/// - A batch is all or nothing under every policy: it waits until the whole batch fits, is refused whole, or runs
+///   whole on the caller. A batch larger than the capacity can never fit: `batchExceedsCapacity`, whatever the
+///   policy.
+/// - Lowering the capacity removes nothing: adds wait (or follow the policy) until the queue is below it; blocked
+///   producers whose batch no longer fits at all are released with `batchExceedsCapacity`. Raising it, or setting
+///   nil, admits blocked producers at once. Adds racing with the call that sets a capacity on an unbounded queue
+///   may be admitted without the check (they count from then on).
+/// - An unbounded queue's `addOperation` pays one test of a flag for all this; a bounded queue takes its lock on
+///   every add.
+extension SpindleOperationQueue {
+    /// A bounded queue: as `init(name:maxConcurrentOperationCount:)`, holding at most `capacity` operations added
+    /// and not finished; a full queue follows `policy`.
+    /// - Throws: `invalidConcurrencyLimit`, or `invalidCapacity` for a capacity below 1.
+    public convenience init(name: String? = nil,
+                            maxConcurrentOperationCount: Int = SpindleOperationQueue.defaultMaxConcurrentOperationCount,
+                            capacity: Int, whenFull policy: SpindleFullQueuePolicy = .block) throws(SpindleError) {
+        if capacity < 1 { throw .invalidCapacity(capacity) }
+        try self.init(name: name, maxConcurrentOperationCount: maxConcurrentOperationCount)
+        try self.setCapacity(capacity, whenFull: policy)
+    }
+
+    /// The most operations (added, not finished; barriers excluded) the queue holds; nil: unbounded (default).
+    /// Any thread.
+    public var capacity: Int? { self.core.lock.withLock { self.core.capacity } }
+
+    /// What a plain add does when the queue is full (default `.block`). Any thread.
+    public var fullQueuePolicy: SpindleFullQueuePolicy { self.core.lock.withLock { self.core.fullPolicy } }
+
+    /// Sets the capacity (nil: unbounded) and, if given, the policy. Takes effect at once (see the decisions
+    /// above). Any thread.
+    /// - Throws: `invalidCapacity` for a capacity below 1; nothing changes then.
+    public func setCapacity(_ capacity: Int?, whenFull policy: SpindleFullQueuePolicy? = nil) throws(SpindleError) {
+        if let capacity, capacity < 1 { throw .invalidCapacity(capacity) }
+        let core = self.core
+        let (grants, actions) = core.withAdmittedLock { () -> ([SpindleSemaphore]?, [QueueCore.WakeAction]) in
+            core.capacity = capacity
+            if let policy { core.fullPolicy = policy }
+            core.boundedHint.store(capacity != nil, ordering: .sequentiallyConsistent)
+            let grants = core.grantProducersLocked(refusingOversized: true)
+            return (grants, core.collectWakeActionsLocked())
+        }
+        for action in actions { core.perform(action) }
+        if let grants { for semaphore in grants { semaphore.signal() } }
+    }
+
+    /// Adds `operation`, waiting until `deadline` for room if the queue is full, whatever its policy.
+    /// - Throws: as `addOperation`; `queueFull` if the deadline passed first (nothing was added).
+    public func addOperation(_ operation: SpindleOperation, until deadline: SpindleDeadline) throws(SpindleError) {
+        try self.addBounded([operation], waitUntil: deadline)
+    }
+
+    /// `addOperation(_:until: .after(timeout))`. Zero or negative: adds only if there is room now.
+    /// - Throws: as `addOperation(_:until:)`.
+    public func addOperation(_ operation: SpindleOperation, timeout: Duration) throws(SpindleError) {
+        try self.addBounded([operation], waitUntil: .after(timeout))
+    }
+
+    /// Adds a batch, all or none, waiting until `deadline` for room for all of it, whatever the policy.
+    /// - Throws: as `addOperations`; `batchExceedsCapacity`; `queueFull` if the deadline passed first.
+    public func addOperations(_ operations: [SpindleOperation], until deadline: SpindleDeadline) throws(SpindleError) {
+        try self.addBounded(operations, waitUntil: deadline)
+    }
+
+    /// Adds `operation`, suspending the calling task (never blocking its thread) while the queue is full,
+    /// whatever the policy. Producers are served in order, together with blocking ones. Callable from any task.
+    /// - Throws: the errors of `addOperation`; `CancellationError` if the task was cancelled before room was
+    ///   granted (nothing was added; at once if it was already cancelled). Granted before the cancellation, it
+    ///   returns normally: the operation is in the queue.
+    public func addOperationWhenRoom(_ operation: SpindleOperation) async throws {
+        try await self.addOperationsWhenRoom([operation])
+    }
+
+    /// The batch form of `addOperationWhenRoom`: all or none, waiting until the whole batch fits.
+    /// - Throws: as `addOperationWhenRoom`, and `duplicateInBatch`, `batchExceedsCapacity`.
+    public func addOperationsWhenRoom(_ operations: [SpindleOperation]) async throws {
+        try Task.checkCancellation()
+        guard let waiter = try self.beginBoundedAdd(operations, policy: .block, checkOwnQueue: false) else { return }
+        do {
+            try await waiter.semaphore.wait()
+        } catch {
+            if let failure = self.endWait(waiter, withdraw: true) {
+                if case .queueFull = failure { throw error }  // withdrawn by the cancellation
+                throw failure
+            }
+            return
+        }
+        if let failure = self.endWait(waiter, withdraw: false) { throw failure }
+    }
+
+    // MARK: - Internals
+
+    /// The bounded add path: `addOperation`/`addOperations` on a bounded queue (`deadline` nil: the queue's
+    /// policy) and the timed forms (any queue).
+    func addBounded(_ operations: [SpindleOperation], waitUntil deadline: SpindleDeadline?) throws(SpindleError) {
+        let policy: SpindleFullQueuePolicy? = deadline == nil ? nil : .block
+        guard let waiter = try self.beginBoundedAdd(operations, policy: policy, checkOwnQueue: deadline == nil) else {
+            return
+        }
+        let granted = waiter.semaphore.wait(until: deadline ?? .distantFuture)
+        if let failure = self.endWait(waiter, withdraw: !granted) { throw failure }
+    }
+
+    /// Claims the batch and admits it if it fits; otherwise follows `policy` (nil: the queue's): refuses, runs it
+    /// on the caller, or queues a producer and returns it (the caller waits on its semaphore, then `endWait`).
+    /// Returns nil when the add is complete.
+    func beginBoundedAdd(_ operations: [SpindleOperation], policy: SpindleFullQueuePolicy?,
+                         checkOwnQueue: Bool) throws(SpindleError) -> ProducerWaiter? {
+        if operations.count > 1 {
+            var seen = Set<ObjectIdentifier>()
+            for op in operations where !seen.insert(ObjectIdentifier(op)).inserted {
+                throw .duplicateInBatch(name: op.displayName)
+            }
+        }
+        let core = self.core
+        core.lockAndAdmit()
+        var claimed = 0
+        for op in operations {
+            if let error = self.claim(op) {
+                for op in operations[0..<claimed] { self.unclaim(op) }
+                core.lock.unlock()
+                throw error
+            }
+            claimed += 1
+        }
+        let n = operations.count
+        var refusal: SpindleError? = nil
+        if let capacity = core.capacity, n > capacity {
+            refusal = .batchExceedsCapacity(name: core.name, count: n, capacity: capacity)
+        } else if core.fitsLocked(n) {
+            core.admitBatchLocked(operations)
+            let actions = core.collectWakeActionsLocked()
+            core.lock.unlock()
+            for action in actions { core.perform(action) }
+            return nil
+        } else {
+            switch policy ?? core.fullPolicy {
+            case .reject:
+                refusal = .queueFull(name: core.name, capacity: core.capacity ?? 0)
+            case .callerRuns:
+                if self.canRunOnCaller(operations) {
+                    core.callerRanCount += n
+                    for op in operations { self.unclaim(op) }
+                    core.lock.unlock()
+                    SpindleOperationQueue.runOnCaller(operations)
+                    return nil
+                }
+                refusal = .queueFull(name: core.name, capacity: core.capacity ?? 0)
+            case .block:
+                if checkOwnQueue && self.isOwnQueueOfCallingThread {
+                    refusal = .waitOnOwnQueue(name: core.name)
+                } else {
+                    let waiter = ProducerWaiter(operations)
+                    core.producers = (core.producers ?? []) + [waiter]
+                    core.lock.unlock()
+                    return waiter
+                }
+            }
+            core.rejectedCount += 1
+        }
+        for op in operations { self.unclaim(op) }
+        core.lock.unlock()
+        throw refusal!
+    }
+
+    /// After a producer's wait: nil if its operations were added; else the error to throw (`queueFull` when it
+    /// withdrew, having waited in vain), its operations given back.
+    func endWait(_ waiter: ProducerWaiter, withdraw: Bool) -> SpindleError? {
+        let core = self.core
+        core.lock.lock()
+        let (outcome, grants, actions) = withdraw
+            ? core.withdrawProducerLocked(waiter) : (waiter.outcome, nil, [])
+        let name = core.name, capacity = core.capacity ?? 0
+        core.lock.unlock()
+        for action in actions { core.perform(action) }
+        if let grants { for semaphore in grants { semaphore.signal() } }
+        switch outcome {
+        case .granted: return nil
+        case .refused(let error):
+            for op in waiter.operations { self.unclaim(op) }
+            return error
+        case .withdrawn, .waiting:
+            for op in waiter.operations { self.unclaim(op) }
+            return .queueFull(name: name, capacity: capacity)
+        }
+    }
+
+    /// Whether the calling thread runs one of this queue's operations (its `main` or its completion block): it may
+    /// hold the slot or the room it would wait for.
+    var isOwnQueueOfCallingThread: Bool {
+        let context = ThreadContext.current
+        return context.queue === self || context.completingQueue === self
+            || context.operation?.withLocked({ $0.queue }) === self
+    }
+
+    /// Whether the batch can run on the calling thread in its order: no operation waits for an unfinished later
+    /// one of the batch, or for the operation running on this thread. Caller holds the queue's lock.
+    private func canRunOnCaller(_ operations: [SpindleOperation]) -> Bool {
+        let context = ThreadContext.current
+        for (i, op) in operations.enumerated() {
+            for dependency in op.dependencies where !dependency.currentState.isSettled {
+                if dependency === context.operation || dependency === context.completing { return false }
+                if operations[i...].contains(where: { $0 === dependency }) { return false }
+            }
+        }
+        return true
+    }
+
+    /// Runs each operation on this thread, in order, once its dependencies have finished (caller-runs).
+    private static func runOnCaller(_ operations: [SpindleOperation]) {
+        for op in operations {
+            while true {
+                // Settled, not just finished: its dependents have been released by then.
+                for dependency in op.dependencies { _ = try? dependency.waitUntilFinished() }
+                do {
+                    try op.start()
+                } catch SpindleError.operationNotReady(_) {
+                    continue  // a dependency was added meanwhile: wait for it too
+                } catch {
+                    // Someone else started it meanwhile: it runs there.
+                }
+                break
+            }
+        }
+    }
+}
