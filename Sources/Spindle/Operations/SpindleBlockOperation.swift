@@ -6,21 +6,12 @@ import Synchronization
 /// starts the next, so short blocks are mostly run by the operation's own thread, while blocks that block get a
 /// thread each. Helper threads exit as soon as no block is left (none is kept).
 ///
-/// Guards: `first` and `more` under `blocksLock` (inline); they are frozen once the operation starts
-/// (`addExecutionBlock` then throws). The first block is stored inline, so a one-block operation is one
-/// allocation (plus the block's captures). A run with several blocks shares them through a `BlockRun` (see there).
+/// Guards: `first` and the further blocks (`extras.moreBlocks`) are under the operation's own `lockWord`; they are
+/// frozen once the operation starts (`addExecutionBlock` then throws). The first block is stored inline, so a
+/// one-block operation is one allocation of 120 bytes (plus the block's captures). A run with several blocks
+/// shares them through a `BlockRun` (see there).
 open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
-    private let blocksLock = InlineLock()
-    @exclusivity(unchecked) private var first: (@Sendable () -> Void)? = nil  // protected by blocksLock
-    @exclusivity(unchecked) private var more: [@Sendable () -> Void] = []  // protected by blocksLock
-
-    private func withBlocks<R, E: Error>(
-        _ body: (inout (@Sendable () -> Void)?, inout [@Sendable () -> Void]) throws(E) -> R
-    ) throws(E) -> R {
-        self.blocksLock.lock()
-        defer { self.blocksLock.unlock() }
-        return try body(&self.first, &self.more)
-    }
+    @exclusivity(unchecked) private var first: (@Sendable () -> Void)? = nil  // protected by lockWord
 
     /// The most helper threads one block operation uses at once (the other blocks wait their turn).
     public static let maximumHelperThreads = 64
@@ -37,21 +28,23 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
 
     /// The blocks, in the order they were added.
     public final var executionBlocks: [@Sendable () -> Void] {
-        self.withBlocks { first, more in first.map { [$0] + more } ?? [] }
+        self.withLocked { l in self.first.map { [$0] + (l.extras?.moreBlocks ?? []) } ?? [] }
     }
 
     /// Adds a block. - Throws: `blockOperationStarted` once the operation is executing or finished.
     public final func addExecutionBlock(_ block: @escaping @Sendable () -> Void) throws(SpindleError) {
-        try self.withBlocks { first, more throws(SpindleError) in
-            guard self.currentState.lifecycle < .executing else { throw .blockOperationStarted(name: self.displayName) }
-            if first == nil { first = block } else { more.append(block) }
+        let added = self.withLocked { l -> Bool in
+            guard self.currentState.lifecycle < .executing else { return false }
+            if self.first == nil { self.first = block } else { l.more.moreBlocks.append(block) }
+            return true
         }
+        if !added { throw .blockOperationStarted(name: self.displayName) }
     }
 
     /// Runs every block (unless cancelled) and returns when all have returned.
     open override func main() throws {
         // The lock orders this read after any addExecutionBlock that saw the operation not yet executing.
-        let (single, more) = self.withBlocks { ($0, $1) }
+        let (single, more) = self.withLocked { l in (self.first, l.extras?.moreBlocks ?? []) }
         guard !self.isCancelled, let single else { return }
         if more.isEmpty {
             single()

@@ -33,7 +33,7 @@ extension SpindleOperation {
             // with that step (under its lock).
             let wasReady = self.isReady
             let counted = operation.withLocked { upstream -> Bool in
-                guard !upstream.dependentsReleased, self.addPendingDependency() else { return false }
+                guard !operation.dependentsReleased, self.addPendingDependency() else { return false }
                 upstream.dependents.append(WeakOperation(self))
                 return true
             }

@@ -89,7 +89,7 @@ extension SpindleOperation {
     final func emitDid(_ key: Key) { self.enqueue(Change(phase: .did, key: key)) }
 
     private func enqueue(_ change: Change, _ second: Change? = nil) {
-        if self.withLocked({ $0.observation.append(change, second) }) { self.drainObservations() }
+        if self.withLocked({ $0.appendObservation(change, second) }) { self.drainObservations() }
     }
 
     /// Delivers pending events until none remain; only the thread that set `delivering` calls it (a combining

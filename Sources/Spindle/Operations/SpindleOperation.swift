@@ -10,55 +10,49 @@ import Synchronization
 /// one lock-free atomic load of `state`.
 ///
 /// Guards:
-/// - `state`: atomic; transitions by compare-and-swap. `finishing → finished` additionally happens under `locked`
+/// - `state`: atomic; transitions by compare-and-swap. `finishing → finished` additionally happens under `lockWord`
 ///   so that a dependency added concurrently sees either "not finished" (and is counted) or "finished".
-/// - `lockWord` (an `InlineLock`, no allocation) guards `lockedState`: dependencies, dependents, observers and pending events, completion
-///   block, waiters, error, name, owning queue, thread priority, cancellation reason, armed deadline entry.
-/// - queue links (`bucketNext`, `bucketPrev`, `bucketLevel`, `memberNext`, `memberPrev`, `isBarrier`,
-///   `queuePriorityRaw` reads by the queue): guarded by the owning queue's lock (`QueueCore.condition`).
-/// - `hasObservers`: atomic hint; the truth is `locked.observers`.
+/// - `lockWord` (an `InlineLock`, no allocation) guards `lockedState` (owning queue, completion block, and the
+///   side object `extras`: dependencies, dependents, observers and pending events, waiters, error, name, thread
+///   priority, cancellation reason, armed deadline entry) and `dependentsReleased`.
+/// - queue fields (`nextLink` once admitted, `bucketPrev`, `bucketLevel`, `memberNext`, `memberPrev`, `isBarrier`,
+///   `isHeld`, `isAdmitted`, `queueHoldsReference`, `isTimed`): guarded by the owning queue's lock. Before
+///   admission `nextLink` is the inbox link, written by the adding thread before its push publishes it.
+/// - `hasObservers`, `hasThreadPriority`, `priorityStorage`: atomics; the first two are hints whose truth is in
+///   `extras` (under `lockWord`).
 ///
 /// Lock order: `DependencyGraph.lock` → a queue's lock → an operation's `locked` → `DeadlineTimer.lock`. Never two
 /// operations' `locked` at once. No user code (`main`, completion blocks, observers) ever runs under any of these.
 open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     // MARK: Stored state
+    // Laid out so that a plain operation is small (104 bytes; a one-block `SpindleBlockOperation` 120), inside
+    // glibc's fast bins: rarely used fields live in `OperationExtras`, allocated on first use.
     let state = Atomic<UInt64>(0)
-    let hasObservers = Atomic<Bool>(false)
     let lockWord = InlineLock()
-    @exclusivity(unchecked) var lockedState = Locked()  // protected by lockWord: reach it only through `withLocked`
+    let hasObservers = Atomic<Bool>(false)
 
-    // Owned by the queue (under its lock): intrusive links, so enqueueing allocates nothing.
-    @exclusivity(unchecked) var bucketNext: SpindleOperation?
-    @exclusivity(unchecked) unowned(unsafe) var bucketPrev: SpindleOperation?
+    // Owned by the queue (under its lock): flags and intrusive links, so enqueueing allocates nothing.
     @exclusivity(unchecked) var bucketLevel: Int8 = -1
-    @exclusivity(unchecked) var memberNext: SpindleOperation?
-    @exclusivity(unchecked) unowned(unsafe) var memberPrev: SpindleOperation?
     @exclusivity(unchecked) var isBarrier = false
     @exclusivity(unchecked) var isHeld = false
     @exclusivity(unchecked) var isAdmitted = false  // a member of its queue (linked in its member list)
-    /// The next (older) operation in its queue's inbox, as bits of an unmanaged reference: written by the adding
-    /// thread before the push publishes it, then only under the queue's lock (see `QueueCore.inbox`).
-    @exclusivity(unchecked) var inboxNext: UInt = 0
-    /// When its queue admitted it (ns, CLOCK_MONOTONIC), if that queue collects wait times; 0 otherwise. Under
-    /// the queue's lock.
-    @exclusivity(unchecked) var admittedAt: UInt64 = 0
-    let priorityStorage = Atomic<Int>(0)
-    let threadPriorityStorage = Atomic<UInt64>((0.5).bitPattern)
+    /// Whether the queue's member list owns the one reference the queue holds (see `QueueCore`, "References").
+    @exclusivity(unchecked) var queueHoldsReference = false
+    /// Its admission time is in `extras.admittedAt` (its queue collects wait times).
+    @exclusivity(unchecked) var isTimed = false
+    /// Set (under `lockWord`) once the finish path took `dependents`; later dependencies are not counted.
+    @exclusivity(unchecked) var dependentsReleased = false
+    let priorityStorage = Atomic<Int8>(0)
+    /// Whether `threadPriority` was set (its value is then in `extras`); the default 0.5 needs no side object.
+    let hasThreadPriority = Atomic<Bool>(false)
+    /// In the queue's inbox: the next older operation there (written by the adding thread before the push
+    /// publishes it). In a ready bucket: the next one there. The two uses never overlap.
+    @exclusivity(unchecked) var nextLink: Unmanaged<SpindleOperation>? = nil
+    @exclusivity(unchecked) var bucketPrev: Unmanaged<SpindleOperation>? = nil
+    @exclusivity(unchecked) var memberNext: Unmanaged<SpindleOperation>? = nil
+    @exclusivity(unchecked) var memberPrev: Unmanaged<SpindleOperation>? = nil
 
-    struct Locked {
-        var name: String? = nil
-        var dependencies: [SpindleOperation] = []
-        var dependencySet: Set<ObjectIdentifier>? = nil  // built once dependencies grow past a few
-        var dependents: [WeakOperation] = []  // weak: a dependent is owned by its queue or its creator, not by us
-        var dependentsReleased = false  // set once the finish path took `dependents` (after the completion block)
-        var completionBlock: (@Sendable () -> Void)? = nil
-        var waiters: [SpindleSemaphore] = []
-        var error: (any Error)? = nil
-        var queue: SpindleOperationQueue? = nil
-        var observation = ObservationState()
-        var cancellationReason: SpindleCancellationReason? = nil  // set by whoever cancels for a reason of ours
-        var deadlineEntry: DeadlineEntry? = nil  // armed deadline, in `DeadlineTimer.shared`'s heap
-    }
+    @exclusivity(unchecked) var lockedState = Locked()  // protected by lockWord: reach it only through `withLocked`
 
     /// A new operation: idle, ready, not cancelled, normal queue priority, thread priority 0.5, no dependencies and
     /// no completion block. Any thread; throws nothing.
@@ -67,12 +61,13 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     deinit {
         // Release finished dependency chains iteratively: a 100,000-long chain released recursively would overflow
         // the stack. Any dependency held only by us is emptied of its own dependencies before it goes.
-        var pending = self.lockedState.dependencies
-        self.lockedState.dependencies = []
+        guard let extras = self.lockedState.extras, !extras.dependencies.isEmpty else { return }
+        var pending = extras.dependencies
+        extras.dependencies = []
         while var op = pending.popLast() {
-            if isKnownUniquelyReferenced(&op) {
-                pending.append(contentsOf: op.lockedState.dependencies)
-                op.lockedState.dependencies = []
+            if isKnownUniquelyReferenced(&op), let more = op.lockedState.extras {
+                pending.append(contentsOf: more.dependencies)
+                more.dependencies = []
             }
         }
     }
@@ -125,10 +120,10 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
 
     /// Where it stands among ready operations in its queue. Changing it while it waits takes effect at once.
     public final var queuePriority: QueuePriority {
-        get { QueuePriority.rounding(self.priorityStorage.load(ordering: .relaxed)) }
+        get { QueuePriority.rounding(Int(self.priorityStorage.load(ordering: .relaxed))) }
         set {
-            let old = self.priorityStorage.exchange(newValue.rawValue, ordering: .relaxed)
-            guard old != newValue.rawValue else { return }
+            let old = self.priorityStorage.exchange(Int8(newValue.rawValue), ordering: .relaxed)
+            guard Int(old) != newValue.rawValue else { return }
             self.emit(.queuePriority)
             self.withLocked { $0.queue }?.core.priorityChanged(self)
         }
@@ -136,8 +131,12 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
 
     /// The thread priority (0…1, clamped; default 0.5) applied to the thread running `main`, then restored.
     public final var threadPriority: Double {
-        get { Double(bitPattern: self.threadPriorityStorage.load(ordering: .relaxed)) }
-        set { self.threadPriorityStorage.store(SpindleThread.clampPriority(newValue).bitPattern, ordering: .relaxed) }
+        get { self.hasThreadPriority.load(ordering: .acquiring) ? self.withLocked { $0.more.threadPriority } : 0.5 }
+        set {
+            let value = SpindleThread.clampPriority(newValue)
+            self.withLocked { $0.more.threadPriority = value }
+            self.hasThreadPriority.store(true, ordering: .releasing)
+        }
     }
 
     // MARK: - Completion block
@@ -172,21 +171,21 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         let context = ThreadContext.current
         let previous = context.operation
         context.operation = self
-        // One thread-local read and one atomic load in the common case (both 0.5): no syscall, no lock.
-        let wanted = self.threadPriority
-        let thread = context.thread
-        let current = thread.priority
+        // One atomic load on the operation and one on the thread in the common case (both 0.5): no syscall, no
+        // lock, no reference counting.
+        let wanted = self.hasThreadPriority.load(ordering: .relaxed) ? self.threadPriority : 0.5
+        let current = context.threadPriority
         var restore: Double? = nil
         if current != wanted {
             restore = current
-            thread.setPriority(wanted)
+            context.thread.setPriority(wanted)
         }
         do {
             try self.main()
         } catch {
             self.withLocked { $0.error = error }
         }
-        if let restore { thread.setPriority(restore) }
+        if let restore { context.thread.setPriority(restore) }
         context.operation = previous
     }
 
@@ -242,11 +241,14 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             if current.lifecycle == .executing { self.emit(.isExecuting) }
             self.emitWill(.isFinished)
         }
-        // finishing → finished under the lock; take everything the rest of the path needs.
+        // finishing → finished under the lock; take everything the rest of the path needs. Without a completion
+        // block nothing runs between finishing and releasing the dependents, so they are taken here too (one lock
+        // round trip fewer); otherwise only after the block returned.
+        var dependents: [WeakOperation] = []
         let (completion, queue, drain, failed, deadline) = self.withLocked {
             l -> ((@Sendable () -> Void)?, SpindleOperationQueue?, Bool, Bool, DeadlineEntry?) in
             if let error { l.error = error }
-            let failedBit = l.error != nil ? OperationState.failedBit : 0
+            let failedBit = l.extras?.error != nil ? OperationState.failedBit : 0
             var s = self.currentState
             while true {
                 let (done, seen) = self.state.compareExchange(
@@ -254,14 +256,16 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
                 if done { break }
                 s = OperationState(raw: seen)
             }
-            let deadline = l.deadlineEntry
-            l.deadlineEntry = nil
+            let deadline = l.extras?.deadlineEntry
+            if deadline != nil { l.deadlineEntry = nil }
             // Appended under the same lock that made it finished: observers registered later get it from `observe`.
-            let drain = l.observation.append(Change(phase: .did, key: .isFinished))
-            let result = (l.completionBlock, l.queue, drain, failedBit != 0 || s.isCancelled, deadline)
-            l.completionBlock = nil
-            l.queue = nil
-            return result
+            let drain = l.appendObservation(Change(phase: .did, key: .isFinished))
+            let completion = l.completionBlock.take()
+            if completion == nil {
+                self.dependentsReleased = true
+                dependents = l.takeDependents()
+            }
+            return (completion, l.queue.take(), drain, failedBit != 0 || s.isCancelled, deadline)
         }
         if let deadline { DeadlineTimer.shared.remove(deadline) }
         if drain { self.drainObservations() }
@@ -275,19 +279,17 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             completion()
             context.completing = outer
             context.completingQueue = outerQueue
-        }
-        // Dependents are released only now, after the completion block returned; a dependency added until this
-        // point is still counted (see addDependency).
-        let dependents = self.withLocked { l -> [WeakOperation] in
-            l.dependentsReleased = true
-            let list = l.dependents
-            l.dependents = []
-            return list
+            // Dependents are released only now, after the completion block returned; a dependency added until
+            // this point is still counted (see addDependency).
+            dependents = self.withLocked { l in
+                self.dependentsReleased = true
+                return l.takeDependents()
+            }
         }
         for dependent in dependents { dependent.operation?.dependencyFinished(failed: failed) }
         if let queue {
             let context = ThreadContext.current
-            if context.deferrable === self {
+            if context.deferrable == Unmanaged.passUnretained(self).toOpaque() {
                 // Finishing synchronously on the worker that started it: the worker does the queue's bookkeeping
                 // together with taking its next operation, then calls `releaseWaiters`.
                 context.deferrable = nil
@@ -304,9 +306,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     final func releaseWaiters() {
         let waiters = self.withLocked { l in
             self.state.bitwiseOr(OperationState.settledBit, ordering: .releasing)
-            let w = l.waiters
-            l.waiters = []
-            return w
+            return l.takeWaiters()
         }
         for waiter in waiters { waiter.signal() }
     }

@@ -4,8 +4,8 @@ import Glibc
 /// What Spindle knows about the calling thread: the operation whose `main` runs here and the queue whose worker
 /// this is. Confined to its thread (one per thread, in a thread-local), so it needs no lock.
 final class ThreadContext {
-    /// The operation running `main` on this thread (a strong reference only while it runs).
-    @exclusivity(unchecked) var operation: SpindleOperation?
+    /// The operation running `main` on this thread, while it runs (whoever called `start()` keeps it alive).
+    @exclusivity(unchecked) unowned(unsafe) var operation: SpindleOperation?
     /// The operation whose completion block is running on this thread.
     @exclusivity(unchecked) unowned(unsafe) var completing: SpindleOperation?
     /// The queue that owned `completing` (its members still count it until the completion block returns, so
@@ -18,19 +18,26 @@ final class ThreadContext {
 
     /// The operation this worker is starting: if it finishes synchronously here, its finish path leaves the queue
     /// bookkeeping to the worker (see `QueueCore+Workers`) and parks its queue in `deferredQueue`.
-    @exclusivity(unchecked) unowned(unsafe) var deferrable: SpindleOperation?
+    /// Compared by address only (never dereferenced), so keeping it costs no reference counting.
+    @exclusivity(unchecked) var deferrable: UnsafeMutableRawPointer?
     /// Set by a finish that left its queue bookkeeping to this worker: the queue, retained until that is done.
     @exclusivity(unchecked) var deferredQueue: SpindleOperationQueue?
 
     /// `SpindleThread.current`, cached (that one is retained by its own thread-local slot for the thread's life).
-    @exclusivity(unchecked) unowned(unsafe) private var cachedThread: SpindleThread?
+    @exclusivity(unchecked) private var cachedThread: Unmanaged<SpindleThread>?
 
     /// The thread this context belongs to, without a second thread-local lookup after the first.
     var thread: SpindleThread {
-        if let thread = self.cachedThread { return thread }
+        if let thread = self.cachedThread { return thread.takeUnretainedValue() }
         let thread = SpindleThread.current
-        self.cachedThread = thread
+        self.cachedThread = Unmanaged.passUnretained(thread)
         return thread
+    }
+
+    /// This thread's priority: one atomic load, without retaining the thread object.
+    var threadPriority: Double {
+        if let thread = self.cachedThread { return thread._withUnsafeGuaranteedRef { $0.priority } }
+        return self.thread.priority
     }
 
     /// The calling thread's context: one plain thread-local load (it is read several times per operation).

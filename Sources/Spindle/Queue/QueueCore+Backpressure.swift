@@ -41,12 +41,23 @@ extension QueueCore {
         if n > self.highWaterMembers { self.highWaterMembers = n }
     }
 
+    /// Stamps an operation's admission time, for `recordWaitLocked`. Caller holds `lock`.
+    @inline(never)
+    func stampAdmissionLocked(_ op: SpindleOperation) {
+        let now = SpindleDeadline.now.uptimeNanoseconds
+        let extras = op.withLocked { $0.more }
+        extras.admittedAt = now
+        op.isTimed = true
+    }
+
     /// An operation stamped at admission is being dispatched: record how long it waited. Caller holds `lock`.
     @inline(never)
     func recordWaitLocked(_ op: SpindleOperation) {
         let now = SpindleDeadline.now.uptimeNanoseconds
-        let waited = now > op.admittedAt ? now - op.admittedAt : 0
-        op.admittedAt = 0
+        let extras = op.withLocked { $0.more }
+        let waited = now > extras.admittedAt ? now - extras.admittedAt : 0
+        extras.admittedAt = 0
+        op.isTimed = false
         self.waitSamples += 1
         self.waitTotalNs &+= waited
         if waited > self.waitMaxNs { self.waitMaxNs = waited }
@@ -60,8 +71,8 @@ extension QueueCore {
 
     /// Admits claimed operations (all linked before any is scheduled, as `addOperations` does). Caller holds `lock`.
     func admitBatchLocked(_ operations: [SpindleOperation]) {
-        for op in operations { self.admitLocked(op) }
-        for op in operations { self.scheduleAdmittedLocked(op) }
+        for op in operations { self.admitLocked(Unmanaged.passRetained(op)) }  // the queue's references
+        for op in operations { self.scheduleAdmittedLocked(Unmanaged.passUnretained(op)) }
         self.noteMembersLocked()
     }
 

@@ -97,46 +97,55 @@ extension QueueCore {
     /// The worker's life (see the states above). "Do not rename": profilers match on it.
     ///
     /// References to operations are dropped outside the lock: releasing one may free user objects (and even this
-    /// queue's handle), which must never happen under our lock.
+    /// queue's handle), which must never happen under our lock. The operation being run is held through the
+    /// queue's own reference, handed over by `takeNextLocked` (see `QueueCore`, "References").
     private func workerLoop() {
         let context = ThreadContext.current
         context.workerOf = self
-        var finished: SpindleOperation? = nil  // bookkeeping done, waiters not yet released
+        var finished: Unmanaged<SpindleOperation>? = nil  // bookkeeping done, waiters not yet released; owned
         var finishedQueue: SpindleOperationQueue? = nil  // keeps the handle alive until then
         var drainWaiters: [SpindleSemaphore]? = nil  // async queue waiters to signal with `finished`'s waiters
+        var dropped: Unmanaged<SpindleOperation>? = nil  // a reference to release once unlocked
         var maySpin = true
         self.lock.lock()
         while !self.shuttingDown {
             self.drainInboxLocked()
             if self.canDispatchLocked {
                 // BUSY
-                var op: SpindleOperation? = self.takeNextLocked()
+                let op = self.takeNextLocked()  // the queue's reference is ours now
                 let chained = self.wakeOrSpawnLocked()
                 self.lock.unlock()
                 self.perform(chained)
-                self.releaseFinished(&finished, &drainWaiters)
+                self.releaseFinished(&finished, &drainWaiters, &dropped)
                 finishedQueue = nil
                 context.queue = self.handle
-                context.deferrable = op
-                self.run(op!)
+                context.deferrable = op.toOpaque()
+                op._withUnsafeGuaranteedRef { self.run($0) }
                 context.queue = nil
                 context.deferrable = nil
                 let deferredQueue = context.deferredQueue
                 context.deferredQueue = nil
-                if deferredQueue == nil { op = nil }  // not finished here (or already fully finished): let go now
                 self.lock.lock()
                 if let deferredQueue {
-                    drainWaiters = self.unlinkFinishedLocked(op!)
+                    // It finished here and left us its queue bookkeeping.
+                    drainWaiters = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake }
                     finished = op
                     finishedQueue = deferredQueue
-                    op = nil  // moved into `finished`, no release here
+                } else {
+                    // Still running (a concurrent operation): give the reference back to the member list; or it
+                    // already finished elsewhere and was unlinked: drop it.
+                    let member = op._withUnsafeGuaranteedRef { op -> Bool in
+                        if op.isAdmitted { op.queueHoldsReference = true }
+                        return op.isAdmitted
+                    }
+                    if !member { dropped = op }
                 }
                 maySpin = true
                 continue
             }
-            if finished != nil || finishedQueue != nil {
+            if finished != nil || finishedQueue != nil || dropped != nil {
                 self.lock.unlock()
-                self.releaseFinished(&finished, &drainWaiters)
+                self.releaseFinished(&finished, &drainWaiters, &dropped)
                 finishedQueue = nil
                 self.lock.lock()
                 continue
@@ -173,37 +182,50 @@ extension QueueCore {
             maySpin = true
         }
         self.lock.unlock()
-        self.releaseFinished(&finished, &drainWaiters)
+        self.releaseFinished(&finished, &drainWaiters, &dropped)
         context.workerOf = nil
     }
 
     /// After a deferred finish's bookkeeping, outside the lock: wake its waiters, then the queue's async drain
-    /// waiters, and drop the reference.
+    /// waiters, and drop the references.
     @inline(__always)
-    private func releaseFinished(_ finished: inout SpindleOperation?, _ drainWaiters: inout [SpindleSemaphore]?) {
-        finished?.releaseWaiters()
-        finished = nil
+    private func releaseFinished(
+        _ finished: inout Unmanaged<SpindleOperation>?, _ drainWaiters: inout [SpindleSemaphore]?,
+        _ dropped: inout Unmanaged<SpindleOperation>?
+    ) {
+        if let op = finished {
+            finished = nil
+            op._withUnsafeGuaranteedRef { $0.releaseWaiters() }
+            op.release()
+        }
         if let waiters = drainWaiters {
             drainWaiters = nil
             for waiter in waiters { waiter.signal() }
         }
+        if let op = dropped {
+            dropped = nil
+            op.release()
+        }
     }
 
-    /// Pops the best ready operation and moves it to `dispatching`, taking a slot. Caller holds `lock` and has
-    /// checked `canDispatchLocked`.
-    private func takeNextLocked() -> SpindleOperation {
-        let op = self.ready.popHighest()!
+    /// Pops the best ready operation, moves it to `dispatching` and takes a slot; the queue's reference to it
+    /// passes to the caller. Caller holds `lock` and has checked `canDispatchLocked`.
+    private func takeNextLocked() -> Unmanaged<SpindleOperation> {
+        let link = self.ready.popHighest()!
         self.running += 1
         if self.running > self.highWaterRunning { self.highWaterRunning = self.running }
-        if op.admittedAt != 0 { self.recordWaitLocked(op) }
-        var s = op.currentState
-        while let next = s.dispatching() {
-            let (done, seen) = op.state.compareExchange(
-                expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-            if done { break }
-            s = OperationState(raw: seen)
+        link._withUnsafeGuaranteedRef { op in
+            op.queueHoldsReference = false
+            if op.isTimed { self.recordWaitLocked(op) }
+            var s = op.currentState
+            while let next = s.dispatching() {
+                let (done, seen) = op.state.compareExchange(
+                    expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+                if done { break }
+                s = OperationState(raw: seen)
+            }
         }
-        return op
+        return link
     }
 
     /// Runs on the serving run loop's thread: dispatch one operation, then schedule the next perform if more work
@@ -221,8 +243,9 @@ extension QueueCore {
         self.perform(next)
     }
 
-    /// Takes the best ready operation (caller holds `lock`, which this releases) and runs it. The operation is a
-    /// local of this function, so the reference to it is dropped on return, before the caller locks again.
+    /// Takes the best ready operation (caller holds `lock`, which this releases) and runs it, then settles the
+    /// queue's reference to it (see `QueueCore`, "References"): the finish path's `operationDidFinish` already
+    /// unlinked it if it finished, and the reference is dropped; if it still runs, the member list gets it back.
     @inline(never)
     private func dispatchOneUnlocking(_ context: ThreadContext) {
         let op = self.takeNextLocked()
@@ -231,8 +254,15 @@ extension QueueCore {
         self.perform(chained)
         let outer = context.queue
         context.queue = self.handle
-        self.run(op)
+        op._withUnsafeGuaranteedRef { self.run($0) }
         context.queue = outer
+        let member = self.lock.withLock {
+            op._withUnsafeGuaranteedRef { op -> Bool in
+                if op.isAdmitted { op.queueHoldsReference = true }
+                return op.isAdmitted
+            }
+        }
+        if !member { op.release() }
     }
 
     /// Starts one operation. A `start()` that throws without the operation ever executing (a custom `start` gone

@@ -23,6 +23,16 @@ import Synchronization
 /// first held barrier is released when every operation before it has finished (`activeUnfinished == 0`); the
 /// operations behind it are released when it finishes.
 ///
+/// References: the queue holds exactly one retained reference to each operation from the moment it is added (the
+/// inbox push, or admission under the lock) until it has finished and been unlinked, and moves that one reference
+/// around instead of retaining and releasing on each step (links are unmanaged). Its owner is the member list while
+/// `op.queueHoldsReference` is set (from admission until a worker takes the operation), then the worker that runs
+/// it. A worker whose operation finished on its thread unlinks it and drops the reference after unlocking. One
+/// whose operation is still running when `start()` returns (a concurrent operation) gives the reference back to the
+/// member list (sets `queueHoldsReference`) if the operation is still a member, or drops it if it was unlinked
+/// meanwhile; the finish path's `operationDidFinish` drops it when the list owns it. All under `lock`; no reference
+/// is ever dropped under it.
+///
 /// Lifecycle: `running` (accepting and running work) → `shuttingDown` (the handle was released; only possible
 /// with no members, since members retain the handle) → workers exit and are joined (a worker that performs the
 /// shutdown itself is detached instead, as it is about to exit). Forward only.
@@ -34,8 +44,8 @@ final class QueueCore: @unchecked Sendable {
 
     @exclusivity(unchecked) var name: String
     @exclusivity(unchecked) var ready = ReadyBuckets()
-    @exclusivity(unchecked) var memberHead: SpindleOperation?
-    @exclusivity(unchecked) unowned(unsafe) var memberTail: SpindleOperation?
+    @exclusivity(unchecked) var memberHead: Unmanaged<SpindleOperation>?
+    @exclusivity(unchecked) var memberTail: Unmanaged<SpindleOperation>?
     @exclusivity(unchecked) var memberCount = 0  // all members, barriers included
     @exclusivity(unchecked) var barrierCount = 0
     @exclusivity(unchecked) var running = 0  // dispatched and not finished: slots in use
@@ -122,18 +132,26 @@ final class QueueCore: @unchecked Sendable {
         return try body()
     }
 
-    /// Pushes a claimed operation on the inbox (retaining it). Lock-free; sequentially consistent, so that of a
-    /// worker going to park and a thread pushing, at least one sees the other (see `needsWakeAfterInboxPush`).
+    /// Pushes a claimed operation on the inbox (retaining it: the queue's reference). Lock-free; sequentially
+    /// consistent, so that of a worker going to park and a thread pushing, at least one sees the other (see
+    /// `needsWakeAfterInboxPush`).
     func pushToInbox(_ op: SpindleOperation) {
-        let bits = UInt(bitPattern: Unmanaged.passRetained(op).toOpaque())
+        let link = Unmanaged.passRetained(op)
+        let bits = UInt(bitPattern: link.toOpaque())
         var head = self.inbox.load(ordering: .relaxed)
         while true {
-            op.inboxNext = head
+            op.nextLink = QueueCore.link(bits: head)
             let (done, seen) = self.inbox.compareExchange(
                 expected: head, desired: bits, ordering: .sequentiallyConsistent)
             if done { return }
             head = seen
         }
+    }
+
+    @inline(__always)
+    static func link(bits: UInt) -> Unmanaged<SpindleOperation>? {
+        guard let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
+        return Unmanaged.fromOpaque(pointer)
     }
 
     /// After a push: whether someone must be woken (a parked worker, or a thread started). Not when a worker is
@@ -156,22 +174,23 @@ final class QueueCore: @unchecked Sendable {
 
     @inline(never)
     private func drainInboxSlowLocked() {
-        var bits = self.inbox.exchange(0, ordering: .sequentiallyConsistent)
-        var oldestFirst: UInt = 0
-        while bits != 0 {  // reverse the stack
-            let op = Unmanaged<SpindleOperation>.fromOpaque(UnsafeRawPointer(bitPattern: bits)!).takeUnretainedValue()
-            let next = op.inboxNext
-            op.inboxNext = oldestFirst
-            oldestFirst = bits
-            bits = next
+        var node = QueueCore.link(bits: self.inbox.exchange(0, ordering: .sequentiallyConsistent))
+        var oldestFirst: Unmanaged<SpindleOperation>? = nil
+        while let link = node {  // reverse the stack
+            link._withUnsafeGuaranteedRef { op in
+                node = op.nextLink
+                op.nextLink = oldestFirst
+            }
+            oldestFirst = link
         }
-        while oldestFirst != 0 {
-            let op = Unmanaged<SpindleOperation>.fromOpaque(UnsafeRawPointer(bitPattern: oldestFirst)!)
-                .takeRetainedValue()  // the member list retains it from here
-            oldestFirst = op.inboxNext
-            op.inboxNext = 0
-            self.admitLocked(op)
-            self.scheduleAdmittedLocked(op)
+        while let link = oldestFirst {
+            oldestFirst = link._withUnsafeGuaranteedRef { op in
+                let next = op.nextLink
+                op.nextLink = nil
+                return next
+            }
+            self.admitLocked(link)  // the inbox's reference becomes the member list's
+            self.scheduleAdmittedLocked(link)
         }
         self.noteMembersLocked()
     }
@@ -184,14 +203,19 @@ final class QueueCore: @unchecked Sendable {
 
     // MARK: - Admission (under lock)
 
-    /// Links a claimed operation as a member, released or held behind a barrier. Caller holds `lock`.
-    func admitLocked(_ op: SpindleOperation) {
-        if self.collectsWaitTimes { op.admittedAt = SpindleDeadline.now.uptimeNanoseconds }
+    /// Links a claimed operation as a member, released or held behind a barrier; `link` carries the queue's
+    /// reference (see "References"), which the member list now owns. Caller holds `lock`.
+    func admitLocked(_ link: Unmanaged<SpindleOperation>) {
+        let op = link.takeUnretainedValue()
+        if self.collectsWaitTimes { self.stampAdmissionLocked(op) }
         op.isAdmitted = true
+        op.queueHoldsReference = true
         op.memberNext = nil
         op.memberPrev = self.memberTail
-        if let tail = self.memberTail { tail.memberNext = op } else { self.memberHead = op }
-        self.memberTail = op
+        if let tail = self.memberTail { tail._withUnsafeGuaranteedRef { $0.memberNext = link } } else {
+            self.memberHead = link
+        }
+        self.memberTail = link
         self.memberCount += 1
         if op.isBarrier { self.barrierCount += 1 }
         if op.isBarrier || self.barrierActive || self.heldHead < self.held.count {
@@ -211,7 +235,7 @@ final class QueueCore: @unchecked Sendable {
             self.heldHead += 1
             if op.isBarrier { self.barrierActive = true } else { self.activeUnfinished += 1 }
             op.isHeld = false
-            if op.currentState.isScheduled { self.pushLocked(op) }
+            if op.currentState.isScheduled { self.pushLocked(Unmanaged.passUnretained(op)) }
         }
         if self.heldHead == self.held.count {
             self.held.removeAll(keepingCapacity: true)
@@ -224,36 +248,34 @@ final class QueueCore: @unchecked Sendable {
 
     /// Puts a scheduled operation in its bucket unless it is held behind a barrier, already in one, not (or no
     /// longer) a member, or already taken by a worker: safe to call for a stale request. Caller holds `lock`.
-    func pushLocked(_ op: SpindleOperation) {
-        guard op.isAdmitted, !op.isHeld, op.bucketLevel < 0, op.currentState.lifecycle == .enqueued else { return }
-        let level = op.isBarrier ? ReadyBuckets.barrierLevel : op.queuePriority.bucket
-        self.ready.push(op, level: level)
+    func pushLocked(_ link: Unmanaged<SpindleOperation>) {
+        let level = link._withUnsafeGuaranteedRef { op -> Int in
+            guard op.isAdmitted, !op.isHeld, op.bucketLevel < 0, op.currentState.lifecycle == .enqueued else {
+                return -1
+            }
+            return op.isBarrier ? ReadyBuckets.barrierLevel : op.queuePriority.bucket
+        }
+        guard level >= 0 else { return }
+        self.ready.push(link, level: level)
         self.pushes.add(1, ordering: .relaxed)  // tells a spinning worker to look
     }
 
     /// Right after admission: push it if someone already claimed its scheduled bit (a cancel or a finishing
     /// dependency racing the add, whose own request was ignored while it was not yet a member), else claim it if
     /// ready. Caller holds `lock`.
-    func scheduleAdmittedLocked(_ op: SpindleOperation) {
-        if op.currentState.isScheduled {
-            self.pushLocked(op)
-        } else {
-            self.scheduleIfReadyLocked(op)
-        }
-    }
-
-    /// Claims the scheduled bit of a ready member during admission. Caller holds `lock`.
-    func scheduleIfReadyLocked(_ op: SpindleOperation) {
-        var current = op.currentState
-        while let next = current.scheduling() {
-            let (done, seen) = op.state.compareExchange(
-                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-            if done {
-                self.pushLocked(op)
-                return
+    func scheduleAdmittedLocked(_ link: Unmanaged<SpindleOperation>) {
+        let claimed = link._withUnsafeGuaranteedRef { op -> Bool in
+            var current = op.currentState
+            if current.isScheduled { return true }
+            while let next = current.scheduling() {
+                let (done, seen) = op.state.compareExchange(
+                    expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+                if done { return true }
+                current = OperationState(raw: seen)
             }
-            current = OperationState(raw: seen)
+            return false
         }
+        if claimed { self.pushLocked(link) }
     }
 
     // MARK: - Events from operations
@@ -261,7 +283,7 @@ final class QueueCore: @unchecked Sendable {
     /// An enqueued operation became ready and claimed its scheduled bit (from any thread).
     func scheduleReady(_ op: SpindleOperation) {
         self.lockAndAdmit()
-        self.pushLocked(op)
+        self.pushLocked(Unmanaged.passUnretained(op))
         let action = self.wakeOrSpawnLocked()
         self.lock.unlock()
         self.perform(action)
@@ -271,9 +293,10 @@ final class QueueCore: @unchecked Sendable {
     /// waiters are released), on a thread that is not running it as this queue's worker.
     func operationDidFinish(_ op: SpindleOperation) {
         self.lock.lock()
-        let drainWaiters = self.unlinkFinishedLocked(op)
+        let (drainWaiters, dropsReference) = self.unlinkFinishedLocked(op)
         let action = self.wakeOrSpawnLocked()
         self.lock.unlock()
+        if dropsReference { Unmanaged.passUnretained(op).release() }  // the caller still holds one
         self.perform(action)
         if let drainWaiters { for waiter in drainWaiters { waiter.signal() } }
     }
@@ -281,13 +304,18 @@ final class QueueCore: @unchecked Sendable {
     /// The queue's side of a member's finish: unlink it, free its slot, release operations held behind it, and
     /// wake queue waiters if it was the last; admit blocked producers' operations that now fit. Caller holds
     /// `lock`; the caller decides who runs next, and signals the semaphores this returns (async drain waiters,
-    /// granted producers) after unlocking (their tasks may add work to this queue).
-    func unlinkFinishedLocked(_ op: SpindleOperation) -> [SpindleSemaphore]? {
-        if let prev = op.memberPrev { prev.memberNext = op.memberNext } else { self.memberHead = op.memberNext }
-        if let next = op.memberNext { next.memberPrev = op.memberPrev } else { self.memberTail = op.memberPrev }
+    /// granted producers) after unlocking (their tasks may add work to this queue). `dropsReference`: the member
+    /// list owned the queue's reference to `op`, which the caller must release after unlocking.
+    func unlinkFinishedLocked(_ op: SpindleOperation) -> (wake: [SpindleSemaphore]?, dropsReference: Bool) {
+        let prev = op.memberPrev
+        let next = op.memberNext
+        if let prev { prev._withUnsafeGuaranteedRef { $0.memberNext = next } } else { self.memberHead = next }
+        if let next { next._withUnsafeGuaranteedRef { $0.memberPrev = prev } } else { self.memberTail = prev }
         op.memberNext = nil
         op.memberPrev = nil
         op.isAdmitted = false
+        let dropsReference = op.queueHoldsReference
+        op.queueHoldsReference = false
         self.memberCount -= 1
         self.running -= 1
         self.finishedCount += 1
@@ -307,15 +335,16 @@ final class QueueCore: @unchecked Sendable {
             self.drained.broadcast()
             if self.asyncDrainWaiters != nil { wake = (wake ?? []) + self.takeAsyncDrainWaitersLocked() }
         }
-        return wake
+        return (wake, dropsReference)
     }
 
     /// A member's priority changed: if it waits in a bucket, move it.
     func priorityChanged(_ op: SpindleOperation) {
         self.lock.withLock {
             guard op.bucketLevel >= 0, !op.isBarrier else { return }
-            self.ready.remove(op)
-            self.pushLocked(op)
+            let link = Unmanaged.passUnretained(op)
+            self.ready.remove(link)
+            self.pushLocked(link)
         }
     }
 
@@ -333,7 +362,8 @@ final class QueueCore: @unchecked Sendable {
             if let capacity = self.capacity { header += ", capacity \(capacity) (\(self.fullPolicy))" }
             var lines = [header]
             var node = self.memberHead
-            while let op = node {
+            while let link = node {
+                let op = link.takeUnretainedValue()
                 let s = op.currentState
                 var line = "  \(op.displayName): \(s.lifecycle)\(s.isCancelled ? ", cancelled" : "")"
                 if s.lifecycle == .enqueued {

@@ -1,19 +1,20 @@
 /// Ready operations of one queue: five intrusive doubly-linked FIFO lists, one per priority level, plus one for
 /// barriers (served first). Push, pop-highest and remove are O(1); nothing is allocated (the links live in the
-/// operations). Not thread-safe: the owning `QueueCore` guards it with its lock.
+/// operations) and no reference count is touched: the links are unmanaged, since every operation in a bucket is a
+/// member of the queue, which holds it (see `QueueCore`, "References"). Not thread-safe: the owning `QueueCore`
+/// guards it with its lock.
 struct ReadyBuckets {
+    typealias Link = Unmanaged<SpindleOperation>
     static let barrierLevel = 5
-    private var heads: (SpindleOperation?, SpindleOperation?, SpindleOperation?, SpindleOperation?,
-                        SpindleOperation?, SpindleOperation?) = (nil, nil, nil, nil, nil, nil)
-    private var tails: (Unmanaged<SpindleOperation>?, Unmanaged<SpindleOperation>?, Unmanaged<SpindleOperation>?,
-                        Unmanaged<SpindleOperation>?, Unmanaged<SpindleOperation>?, Unmanaged<SpindleOperation>?)
-        = (nil, nil, nil, nil, nil, nil)
+    private var heads: (Link?, Link?, Link?, Link?, Link?, Link?) = (nil, nil, nil, nil, nil, nil)
+    private var tails: (Link?, Link?, Link?, Link?, Link?, Link?) = (nil, nil, nil, nil, nil, nil)
     /// Operations in all buckets.
     private(set) var count = 0
     /// Bit i set when bucket i is non-empty, so pop finds the highest level with one instruction.
     private var nonEmpty: UInt8 = 0
 
-    private func head(_ level: Int) -> SpindleOperation? {
+    @inline(__always)
+    private func head(_ level: Int) -> Link? {
         switch level {
         case 0: return self.heads.0
         case 1: return self.heads.1
@@ -23,7 +24,8 @@ struct ReadyBuckets {
         default: return self.heads.5
         }
     }
-    private mutating func setHead(_ level: Int, _ op: SpindleOperation?) {
+    @inline(__always)
+    private mutating func setHead(_ level: Int, _ op: Link?) {
         switch level {
         case 0: self.heads.0 = op
         case 1: self.heads.1 = op
@@ -33,66 +35,69 @@ struct ReadyBuckets {
         default: self.heads.5 = op
         }
     }
-    private func tail(_ level: Int) -> SpindleOperation? {
-        let t: Unmanaged<SpindleOperation>?
+    @inline(__always)
+    private func tail(_ level: Int) -> Link? {
         switch level {
-        case 0: t = self.tails.0
-        case 1: t = self.tails.1
-        case 2: t = self.tails.2
-        case 3: t = self.tails.3
-        case 4: t = self.tails.4
-        default: t = self.tails.5
+        case 0: return self.tails.0
+        case 1: return self.tails.1
+        case 2: return self.tails.2
+        case 3: return self.tails.3
+        case 4: return self.tails.4
+        default: return self.tails.5
         }
-        return t?.takeUnretainedValue()
     }
-    private mutating func setTail(_ level: Int, _ op: SpindleOperation?) {
-        let t = op.map { Unmanaged.passUnretained($0) }
+    @inline(__always)
+    private mutating func setTail(_ level: Int, _ op: Link?) {
         switch level {
-        case 0: self.tails.0 = t
-        case 1: self.tails.1 = t
-        case 2: self.tails.2 = t
-        case 3: self.tails.3 = t
-        case 4: self.tails.4 = t
-        default: self.tails.5 = t
+        case 0: self.tails.0 = op
+        case 1: self.tails.1 = op
+        case 2: self.tails.2 = op
+        case 3: self.tails.3 = op
+        case 4: self.tails.4 = op
+        default: self.tails.5 = op
         }
     }
 
     /// Appends `op` at the end of `level`.
-    mutating func push(_ op: SpindleOperation, level: Int) {
-        precondition(op.bucketLevel < 0, "ReadyBuckets: operation pushed twice")
-        op.bucketLevel = Int8(level)
-        op.bucketNext = nil
-        if let last = self.tail(level) {
-            last.bucketNext = op
-            op.bucketPrev = last
-        } else {
-            op.bucketPrev = nil
-            self.setHead(level, op)
+    mutating func push(_ link: Link, level: Int) {
+        link._withUnsafeGuaranteedRef { op in
+            precondition(op.bucketLevel < 0, "ReadyBuckets: operation pushed twice")
+            op.bucketLevel = Int8(level)
+            op.nextLink = nil
+            op.bucketPrev = self.tail(level)
         }
-        self.setTail(level, op)
+        if let last = self.tail(level) {
+            last._withUnsafeGuaranteedRef { $0.nextLink = link }
+        } else {
+            self.setHead(level, link)
+        }
+        self.setTail(level, link)
         self.nonEmpty |= 1 << UInt8(level)
         self.count += 1
     }
 
     /// Takes the first operation of the highest non-empty level.
-    mutating func popHighest() -> SpindleOperation? {
+    mutating func popHighest() -> Link? {
         guard self.nonEmpty != 0 else { return nil }
         let level = 7 - self.nonEmpty.leadingZeroBitCount
-        let op = self.head(level)!
-        self.remove(op)
-        return op
+        let link = self.head(level)!
+        self.remove(link)
+        return link
     }
 
     /// Unlinks `op` from its level.
-    mutating func remove(_ op: SpindleOperation) {
-        let level = Int(op.bucketLevel)
-        precondition(level >= 0, "ReadyBuckets: removing an operation that is not in a bucket")
-        let next = op.bucketNext
-        if let prev = op.bucketPrev { prev.bucketNext = next } else { self.setHead(level, next) }
-        if let next { next.bucketPrev = op.bucketPrev } else { self.setTail(level, op.bucketPrev) }
-        op.bucketNext = nil
-        op.bucketPrev = nil
-        op.bucketLevel = -1
+    mutating func remove(_ link: Link) {
+        let (level, prev, next) = link._withUnsafeGuaranteedRef { op -> (Int, Link?, Link?) in
+            let level = Int(op.bucketLevel)
+            precondition(level >= 0, "ReadyBuckets: removing an operation that is not in a bucket")
+            let result = (level, op.bucketPrev, op.nextLink)
+            op.nextLink = nil
+            op.bucketPrev = nil
+            op.bucketLevel = -1
+            return result
+        }
+        if let prev { prev._withUnsafeGuaranteedRef { $0.nextLink = next } } else { self.setHead(level, next) }
+        if let next { next._withUnsafeGuaranteedRef { $0.bucketPrev = prev } } else { self.setTail(level, prev) }
         if self.head(level) == nil { self.nonEmpty &= ~(1 << UInt8(level)) }
         self.count -= 1
     }

@@ -15,7 +15,8 @@ extension SpindleOperationQueue {
             var waiting: [SpindleOperation.QueuePriority: Int] = [:]
             var ready = 0
             var node = core.memberHead
-            while let op = node {
+            while let link = node {
+                let op = link.takeUnretainedValue()
                 node = op.memberNext
                 if op.isBarrier || op.currentState.lifecycle != .enqueued { continue }
                 if op.bucketLevel >= 0 {

@@ -69,8 +69,9 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         } else {
             // Barriers and run-loop-served queues: admitted under the lock, after everything added before.
             core.lockAndAdmit()
-            core.admitLocked(operation)
-            core.scheduleAdmittedLocked(operation)
+            let link = Unmanaged.passRetained(operation)  // the queue's reference (see `QueueCore`)
+            core.admitLocked(link)
+            core.scheduleAdmittedLocked(link)
             core.noteMembersLocked()
         }
         let action = core.wakeOrSpawnLocked()
@@ -224,7 +225,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             var list: [SpindleOperation] = []
             list.reserveCapacity(self.core.memberCount - self.core.barrierCount)
             var node = self.core.memberHead
-            while let op = node {
+            while let link = node {
+                let op = link.takeUnretainedValue()
                 if !op.isBarrier && !op.isFinished { list.append(op) }
                 node = op.memberNext
             }
@@ -251,7 +253,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             var list: [SpindleOperation] = []
             list.reserveCapacity(self.core.memberCount)
             var node = self.core.memberHead
-            while let op = node {
+            while let link = node {
+                let op = link.takeUnretainedValue()
                 list.append(op)
                 node = op.memberNext
             }

@@ -83,7 +83,7 @@ private func runWithPriority(_ wanted: Double?, onThreadWith threadPriority: Dou
         let op = SpindleOperation()
         op.priorityStorage.store(6, ordering: .relaxed)
         #expect(op.queuePriority == .high)
-        op.priorityStorage.store(-10_000, ordering: .relaxed)
+        op.priorityStorage.store(-128, ordering: .relaxed)
         #expect(op.queuePriority == .veryLow)
     }
 

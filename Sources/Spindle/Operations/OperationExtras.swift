@@ -1,0 +1,103 @@
+/// The fields of an operation that most operations never use, kept out of the operation object so that a plain
+/// operation stays small (one allocation that fits glibc's fast bins): created on the first write of any of them
+/// and never freed before the operation.
+///
+/// Guards: every field is protected by the owning operation's `lockWord` (reach them through `withLocked`), except
+/// `admittedAt`, which the owning queue reads and writes under its lock. Not shared between operations.
+final class OperationExtras {
+    var name: String? = nil
+    var dependencies: [SpindleOperation] = []
+    var dependencySet: Set<ObjectIdentifier>? = nil  // built once dependencies grow past a few
+    var dependents: [WeakOperation] = []  // weak: a dependent is owned by its queue or its creator, not by us
+    var waiters: [SpindleSemaphore] = []
+    var error: (any Error)? = nil
+    var observation = SpindleOperation.ObservationState()
+    var cancellationReason: SpindleCancellationReason? = nil  // set by whoever cancels for a reason of ours
+    var deadlineEntry: DeadlineEntry? = nil  // armed deadline, in `DeadlineTimer.shared`'s heap
+    var threadPriority: Double = 0.5  // meaningful once `SpindleOperation.hasThreadPriority` is set
+    var moreBlocks: [@Sendable () -> Void] = []  // a `SpindleBlockOperation`'s blocks after the first
+    /// When its queue admitted it (ns, CLOCK_MONOTONIC), if that queue collects wait times. Under the queue's lock.
+    var admittedAt: UInt64 = 0
+}
+
+extension SpindleOperation {
+    /// An operation's lock-protected state (under `lockWord`): the fields every operation uses inline, the rest
+    /// in `extras`. Reading a field that lives in `extras` allocates nothing (it reads as its default when there
+    /// is no side object); writing one creates the side object, except writing a default where there is none.
+    struct Locked {
+        var queue: SpindleOperationQueue? = nil
+        var completionBlock: (@Sendable () -> Void)? = nil
+        var extras: OperationExtras? = nil
+
+        /// The side object, created on first use.
+        var more: OperationExtras {
+            mutating get {
+                if let extras = self.extras { return extras }
+                let extras = OperationExtras()
+                self.extras = extras
+                return extras
+            }
+        }
+
+        var name: String? {
+            get { self.extras?.name }
+            set { if newValue != nil || self.extras != nil { self.more.name = newValue } }
+        }
+        var dependencies: [SpindleOperation] {
+            get { self.extras?.dependencies ?? [] }
+            _modify { let extras = self.more; yield &extras.dependencies }
+        }
+        var dependencySet: Set<ObjectIdentifier>? {
+            get { self.extras?.dependencySet }
+            _modify { let extras = self.more; yield &extras.dependencySet }
+        }
+        var dependents: [WeakOperation] {
+            get { self.extras?.dependents ?? [] }
+            _modify { let extras = self.more; yield &extras.dependents }
+        }
+        var waiters: [SpindleSemaphore] {
+            get { self.extras?.waiters ?? [] }
+            _modify { let extras = self.more; yield &extras.waiters }
+        }
+        var error: (any Error)? {
+            get { self.extras?.error }
+            set { if newValue != nil || self.extras != nil { self.more.error = newValue } }
+        }
+        var cancellationReason: SpindleCancellationReason? {
+            get { self.extras?.cancellationReason }
+            set { if newValue != nil || self.extras != nil { self.more.cancellationReason = newValue } }
+        }
+        var deadlineEntry: DeadlineEntry? {
+            get { self.extras?.deadlineEntry }
+            set { if newValue != nil || self.extras != nil { self.more.deadlineEntry = newValue } }
+        }
+        /// Observers and pending events; an operation that was never observed has none and allocates nothing here.
+        var observation: ObservationState {
+            get { self.extras?.observation ?? ObservationState() }
+            _modify { let extras = self.more; yield &extras.observation }
+        }
+
+        /// Takes the dependents (leaving none), without creating the side object.
+        mutating func takeDependents() -> [WeakOperation] {
+            guard let extras = self.extras, !extras.dependents.isEmpty else { return [] }
+            let list = extras.dependents
+            extras.dependents = []
+            return list
+        }
+
+        /// Takes the waiters (leaving none), without creating the side object.
+        mutating func takeWaiters() -> [SpindleSemaphore] {
+            guard let extras = self.extras, !extras.waiters.isEmpty else { return [] }
+            let list = extras.waiters
+            extras.waiters = []
+            return list
+        }
+
+        /// Records `change` for the observers registered so far; returns whether the caller must drain. Allocates
+        /// nothing when the operation was never observed.
+        mutating func appendObservation(_ change: Change, _ second: Change? = nil) -> Bool {
+            guard let extras = self.extras else { return false }
+            return extras.observation.append(change, second)
+        }
+    }
+}
