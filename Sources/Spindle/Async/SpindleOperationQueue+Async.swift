@@ -14,7 +14,7 @@ extension SpindleOperationQueue {
     ///   cancelled); `SpindleError.waitOnOwnQueue` from the async body of one of this queue's operations.
     public func waitUntilAllOperationsAreFinished() async throws {
         try Task.checkCancellation()
-        if let op = SpindleAsyncOperation.running, op.withLocked({ $0.queue }) === self {
+        if let op = SpindleAsyncOperation.running, op.owningQueue === self {
             throw SpindleError.waitOnOwnQueue(name: self.name)
         }
         let core = self.core

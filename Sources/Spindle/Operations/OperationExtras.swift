@@ -25,7 +25,9 @@ extension SpindleOperation {
     /// in `extras`. Reading a field that lives in `extras` allocates nothing (it reads as its default when there
     /// is no side object); writing one creates the side object, except writing a default where there is none.
     struct Locked {
-        var queue: SpindleOperationQueue? = nil
+        /// The owning queue, unretained: its handle is kept alive by the queue itself while any operation it
+        /// claimed is unfinished (see `QueueCore.outstanding`), which covers every moment this is set.
+        var queue: Unmanaged<SpindleOperationQueue>? = nil
         var completionBlock: (@Sendable () -> Void)? = nil
         var extras: OperationExtras? = nil
 

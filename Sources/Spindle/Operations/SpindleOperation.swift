@@ -125,7 +125,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             let old = self.priorityStorage.exchange(Int8(newValue.rawValue), ordering: .relaxed)
             guard Int(old) != newValue.rawValue else { return }
             self.emit(.queuePriority)
-            self.withLocked { $0.queue }?.core.priorityChanged(self)
+            self.owningQueue?.core.priorityChanged(self)
         }
     }
 
@@ -168,7 +168,10 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// The default `start` path, minus the final `completeExecution`: runs `main` with the thread priority and the
     /// current-operation marker set, and records a thrown error.
     final func runMainOnThisThread() {
-        let context = ThreadContext.current
+        ThreadContext.withCurrent { self.runMain(in: $0) }
+    }
+
+    private func runMain(in context: ThreadContext) {
         let previous = context.operation
         context.operation = self
         // One atomic load on the operation and one on the thread in the common case (both 0.5): no syscall, no
@@ -246,7 +249,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         // round trip fewer); otherwise only after the block returned.
         var dependents: [WeakOperation] = []
         let (completion, queue, drain, failed, deadline) = self.withLocked {
-            l -> ((@Sendable () -> Void)?, SpindleOperationQueue?, Bool, Bool, DeadlineEntry?) in
+            l -> ((@Sendable () -> Void)?, Unmanaged<SpindleOperationQueue>?, Bool, Bool, DeadlineEntry?) in
             if let error { l.error = error }
             let failedBit = l.extras?.error != nil ? OperationState.failedBit : 0
             var s = self.currentState
@@ -275,7 +278,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             let outer = context.completing
             let outerQueue = context.completingQueue
             context.completing = self
-            context.completingQueue = queue
+            context.completingQueue = queue?.takeUnretainedValue()
             completion()
             context.completing = outer
             context.completingQueue = outerQueue
@@ -288,15 +291,16 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         }
         for dependent in dependents { dependent.operation?.dependencyFinished(failed: failed) }
         if let queue {
-            let context = ThreadContext.current
-            if context.deferrable == Unmanaged.passUnretained(self).toOpaque() {
+            let deferred = ThreadContext.withCurrent { context -> Bool in
+                guard context.deferrable == Unmanaged.passUnretained(self).toOpaque() else { return false }
                 // Finishing synchronously on the worker that started it: the worker does the queue's bookkeeping
                 // together with taking its next operation, then calls `releaseWaiters`.
                 context.deferrable = nil
-                context.deferredQueue = queue
+                context.deferredFinish = true
                 return true
             }
-            queue.core.operationDidFinish(self)
+            if deferred { return true }
+            queue._withUnsafeGuaranteedRef { $0.core.operationDidFinish(self) }
         }
         self.releaseWaiters()
         return true
@@ -304,12 +308,15 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
 
     /// The last step of finishing: marks it settled and wakes everyone in `waitUntilFinished`.
     final func releaseWaiters() {
-        let waiters = self.withLocked { l in
+        let waiters = self.withLocked { l -> [SpindleSemaphore]? in
             self.state.bitwiseOr(OperationState.settledBit, ordering: .releasing)
-            return l.takeWaiters()
+            return l.extras == nil ? nil : l.takeWaiters()
         }
-        for waiter in waiters { waiter.signal() }
+        if let waiters { for waiter in waiters { waiter.signal() } }
     }
+
+    /// The queue that owns it, from being added until it has finished; nil otherwise.
+    final var owningQueue: SpindleOperationQueue? { self.withLocked { $0.queue?.takeUnretainedValue() } }
 
     // MARK: - Cancelling
 
@@ -351,7 +358,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             if done {
                 // nil: the queue already took it (admission pushes an operation whose bit was claimed while it was
                 // being added) and it may even have finished; or a failed batch add gave it back. Nothing to do.
-                if let queue = self.withLocked({ $0.queue }) { queue.core.scheduleReady(self) }
+                if let queue = self.owningQueue { queue.core.scheduleReady(self) }
                 return
             }
             current = OperationState(raw: seen)

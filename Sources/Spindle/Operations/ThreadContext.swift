@@ -20,8 +20,9 @@ final class ThreadContext {
     /// bookkeeping to the worker (see `QueueCore+Workers`) and parks its queue in `deferredQueue`.
     /// Compared by address only (never dereferenced), so keeping it costs no reference counting.
     @exclusivity(unchecked) var deferrable: UnsafeMutableRawPointer?
-    /// Set by a finish that left its queue bookkeeping to this worker: the queue, retained until that is done.
-    @exclusivity(unchecked) var deferredQueue: SpindleOperationQueue?
+    /// Set by a finish that left its queue bookkeeping to this worker (its queue stays alive until the worker did
+    /// it: the operation is still outstanding there).
+    @exclusivity(unchecked) var deferredFinish = false
 
     /// `SpindleThread.current`, cached (that one is retained by its own thread-local slot for the thread's life).
     @exclusivity(unchecked) private var cachedThread: Unmanaged<SpindleThread>?
@@ -47,6 +48,15 @@ final class ThreadContext {
     static var current: ThreadContext {
         if let raw = cshim_tls_context_get() { return Unmanaged<ThreadContext>.fromOpaque(raw).takeUnretainedValue() }
         return ThreadContext.install()
+    }
+
+    /// Runs `body` with the calling thread's context, without retaining it (it lives as long as its thread).
+    @inline(__always)
+    static func withCurrent<R>(_ body: (ThreadContext) throws -> R) rethrows -> R {
+        if let raw = cshim_tls_context_get() {
+            return try Unmanaged<ThreadContext>.fromOpaque(raw)._withUnsafeGuaranteedRef(body)
+        }
+        return try body(ThreadContext.install())
     }
 
     private static let key: pthread_key_t = {

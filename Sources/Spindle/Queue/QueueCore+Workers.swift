@@ -23,6 +23,9 @@ extension QueueCore {
 
     /// Polling rounds (each a few spin-wait hints) an idle worker makes before it parks: about 20–40 µs.
     static let spinRounds = 400
+    /// A worker drops finished operations from `outstanding` in batches of this many (and before it parks), so
+    /// the adding thread keeps that counter's cache line to itself.
+    static let dropBatch = 256
 
     var canDispatchLocked: Bool { self.ready.count > 0 && self.running < self.limit && !self.suspended }
 
@@ -103,7 +106,7 @@ extension QueueCore {
         let context = ThreadContext.current
         context.workerOf = self
         var finished: Unmanaged<SpindleOperation>? = nil  // bookkeeping done, waiters not yet released; owned
-        var finishedQueue: SpindleOperationQueue? = nil  // keeps the handle alive until then
+        var drops = 0  // operations through the bookkeeping here, not yet dropped from `outstanding`
         var drainWaiters: [SpindleSemaphore]? = nil  // async queue waiters to signal with `finished`'s waiters
         var dropped: Unmanaged<SpindleOperation>? = nil  // a reference to release once unlocked
         var maySpin = true
@@ -117,20 +120,23 @@ extension QueueCore {
                 self.lock.unlock()
                 self.perform(chained)
                 self.releaseFinished(&finished, &drainWaiters, &dropped)
-                finishedQueue = nil
+                if drops >= QueueCore.dropBatch {
+                    self.dropOutstanding(drops)  // never the last: this worker's operation is outstanding
+                    drops = 0
+                }
                 context.queue = self.handle
                 context.deferrable = op.toOpaque()
                 op._withUnsafeGuaranteedRef { self.run($0) }
                 context.queue = nil
                 context.deferrable = nil
-                let deferredQueue = context.deferredQueue
-                context.deferredQueue = nil
+                let deferredFinish = context.deferredFinish
+                context.deferredFinish = false
                 self.lock.lock()
-                if let deferredQueue {
+                if deferredFinish {
                     // It finished here and left us its queue bookkeeping.
                     drainWaiters = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake }
                     finished = op
-                    finishedQueue = deferredQueue
+                    drops += 1
                 } else {
                     // Still running (a concurrent operation): give the reference back to the member list; or it
                     // already finished elsewhere and was unlinked: drop it.
@@ -143,10 +149,9 @@ extension QueueCore {
                 maySpin = true
                 continue
             }
-            if finished != nil || finishedQueue != nil || dropped != nil {
+            if finished != nil || dropped != nil {
                 self.lock.unlock()
                 self.releaseFinished(&finished, &drainWaiters, &dropped)
-                finishedQueue = nil
                 self.lock.lock()
                 continue
             }
@@ -169,6 +174,15 @@ extension QueueCore {
                 self.spinning = 0
                 continue  // look again under the lock before parking
             }
+            if drops > 0 {
+                // About to park: settle the count first (this may release the handle and shut the queue down from
+                // here, which `shutdown` handles; the loop then sees `shuttingDown`).
+                self.lock.unlock()
+                self.dropOutstanding(drops)
+                drops = 0
+                self.lock.lock()
+                continue
+            }
             // PARKED: advertise, then look at the inbox once more (a push that missed the advertisement is seen
             // here). A spurious wakeup finds nothing and parks again.
             self.parked += 1
@@ -183,6 +197,7 @@ extension QueueCore {
         }
         self.lock.unlock()
         self.releaseFinished(&finished, &drainWaiters, &dropped)
+        if drops > 0 { self.dropOutstanding(drops) }
         context.workerOf = nil
     }
 

@@ -4,7 +4,8 @@ import Synchronization
 /// The public handle owns it; workers hold it too, so it outlives the handle until the workers have exited.
 ///
 /// Guards: every `var` below is protected by `lock` (the mutex shared by `workAvailable` and `drained`), except
-/// `handle` (set once in `init`; valid while any operation is a member, since members retain the handle),
+/// `handle` (set once in `init`; valid while `outstanding > 0`, since the core then retains it, and while anyone
+/// calls into the handle), `outstanding` (atomic),
 /// `pushes` (atomic, a hint for spinning workers) and `boundedHint` (atomic mirror of `capacity != nil`, read
 /// without the lock by `addOperation`). Bounded queues, blocked producers and the statistics behind `snapshot()`:
 /// see `QueueCore+Backpressure`. The vars are `@exclusivity(unchecked)`: the lock, not the
@@ -34,7 +35,7 @@ import Synchronization
 /// is ever dropped under it.
 ///
 /// Lifecycle: `running` (accepting and running work) → `shuttingDown` (the handle was released; only possible
-/// with no members, since members retain the handle) → workers exit and are joined (a worker that performs the
+/// with nothing outstanding, since the core retains the handle until then) → workers exit and are joined (a worker that performs the
 /// shutdown itself is detached instead, as it is about to exit). Forward only.
 final class QueueCore: @unchecked Sendable {
     let lock = SpindleMutex(.adaptive)  // short sections, taken by the adding thread and every worker
@@ -79,6 +80,11 @@ final class QueueCore: @unchecked Sendable {
     let spinningHint = Atomic<Int>(0)
     let parkedHint = Atomic<Int>(0)
     let canSpawnHint = Atomic<Bool>(true)
+    /// Operations claimed by this queue and not yet through its bookkeeping after finishing (or given back). While
+    /// it is above zero the queue holds one reference to its own handle, so a handle dropped by its user lives on
+    /// until its work is done, and operations can point at it unretained. Atomic: incremented by adding threads,
+    /// decremented by finishing paths (workers in batches, see `workerLoop`).
+    let outstanding = Atomic<Int>(0)
     /// Async drain waiters (`waitUntilAllOperationsAreFinished() async`), each signalled once when the queue
     /// drains; nil (not empty) whenever there are none, so the finish path tests one rarely-set field. Under `lock`.
     @exclusivity(unchecked) var asyncDrainWaiters: [SpindleSemaphore]? = nil
@@ -201,6 +207,26 @@ final class QueueCore: @unchecked Sendable {
             self.servingRunLoop == nil && self.threads.count < self.limit, ordering: .sequentiallyConsistent)
     }
 
+    // MARK: - Outstanding operations and the handle
+
+    /// One more claimed operation; the first one retains the handle. The caller holds the handle (it is adding to
+    /// it), so the handle cannot be going away meanwhile.
+    @inline(__always)
+    func addOutstanding() {
+        if self.outstanding.add(1, ordering: .acquiringAndReleasing).oldValue == 0 {
+            _ = Unmanaged.passUnretained(self.handle!).retain()
+        }
+    }
+
+    /// `n` operations are through; the last one releases the handle, which may free it (and shut this core down
+    /// from the calling thread). Never under `lock`.
+    @inline(__always)
+    func dropOutstanding(_ n: Int) {
+        if self.outstanding.subtract(n, ordering: .acquiringAndReleasing).newValue == 0 {
+            Unmanaged.passUnretained(self.handle!).release()
+        }
+    }
+
     // MARK: - Admission (under lock)
 
     /// Links a claimed operation as a member, released or held behind a barrier; `link` carries the queue's
@@ -299,6 +325,7 @@ final class QueueCore: @unchecked Sendable {
         if dropsReference { Unmanaged.passUnretained(op).release() }  // the caller still holds one
         self.perform(action)
         if let drainWaiters { for waiter in drainWaiters { waiter.signal() } }
+        self.dropOutstanding(1)  // last: the handle (and this core) may go away here
     }
 
     /// The queue's side of a member's finish: unlink it, free its slot, release operations held behind it, and

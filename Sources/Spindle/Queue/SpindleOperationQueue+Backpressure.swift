@@ -196,7 +196,7 @@ extension SpindleOperationQueue {
     var isOwnQueueOfCallingThread: Bool {
         let context = ThreadContext.current
         return context.queue === self || context.completingQueue === self
-            || context.operation?.withLocked({ $0.queue }) === self
+            || context.operation?.owningQueue === self
     }
 
     /// Whether the batch can run on the calling thread in its order: no operation waits for an unfinished later

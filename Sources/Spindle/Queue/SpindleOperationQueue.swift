@@ -127,7 +127,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// `idle` → `enqueued`, with this queue recorded, atomically under the operation's lock (so a thread that
     /// sees it enqueued also sees its queue). Returns the error if the operation cannot be added.
     func claim(_ op: SpindleOperation) -> SpindleError? {
-        op.withLocked { l -> SpindleError? in
+        let error = op.withLocked { l -> SpindleError? in
             var s = op.currentState
             while true {
                 guard let next = s.enqueuing() else {
@@ -142,12 +142,15 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
                 if done { break }
                 s = OperationState(raw: seen)
             }
-            l.queue = self
+            l.queue = Unmanaged.passUnretained(self)
             return nil
         }
+        if error == nil { self.core.addOutstanding() }
+        return error
     }
 
-    /// Undoes `claim` for an operation of a failed batch (never admitted, so never in a bucket).
+    /// Undoes `claim` for an operation of a failed batch (never admitted, so never in a bucket). Its outstanding
+    /// count is dropped at once: never the queue's last reference, as the adding thread holds one.
     func unclaim(_ op: SpindleOperation) {
         op.withLocked { l in
             var s = op.currentState
@@ -159,6 +162,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             }
             l.queue = nil
         }
+        self.core.dropOutstanding(1)
     }
 
     /// Adds a block, wrapped in a `SpindleBlockOperation`, and returns that operation.
@@ -279,7 +283,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     public func waitUntilAllOperationsAreFinished(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
         let context = ThreadContext.current
         if context.queue === self || context.completingQueue === self
-            || context.operation?.withLocked({ $0.queue }) === self {
+            || context.operation?.owningQueue === self {
             throw .waitOnOwnQueue(name: self.name)
         }
         let core = self.core
