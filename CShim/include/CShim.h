@@ -122,4 +122,11 @@ static inline void cshim_cpu_relax(void) {
 #endif
 }
 
+/// The Swift runtime's "retain unless already being destroyed" (exported by libswiftCore; Swift's own weak
+/// references are built on it): returns `object` retained, or NULL once its deinit has begun. Swift has no public
+/// spelling of it. Spindle uses it to reach an operation's dependents without weak references, whose side tables
+/// would slow every later retain and release of those operations.
+extern void *swift_tryRetain(void *object);
+static inline void *cshim_try_retain(void *object) { return swift_tryRetain(object); }
+
 #endif

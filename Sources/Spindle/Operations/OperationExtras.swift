@@ -1,3 +1,5 @@
+import CShim
+
 /// The fields of an operation that most operations never use, kept out of the operation object so that a plain
 /// operation stays small (one allocation that fits glibc's fast bins): created on the first write of any of them
 /// and never freed before the operation.
@@ -5,19 +7,24 @@
 /// Guards: every field is protected by the owning operation's `lockWord` (reach them through `withLocked`), except
 /// `admittedAt`, which the owning queue reads and writes under its lock. Not shared between operations.
 final class OperationExtras {
-    var name: String? = nil
-    var dependencies: [SpindleOperation] = []
-    var dependencySet: Set<ObjectIdentifier>? = nil  // built once dependencies grow past a few
-    var dependents: [WeakOperation] = []  // weak: a dependent is owned by its queue or its creator, not by us
-    var waiters: [SpindleSemaphore] = []
-    var error: (any Error)? = nil
-    var observation = SpindleOperation.ObservationState()
-    var cancellationReason: SpindleCancellationReason? = nil  // set by whoever cancels for a reason of ours
-    var deadlineEntry: DeadlineEntry? = nil  // armed deadline, in `DeadlineTimer.shared`'s heap
-    var threadPriority: Double = 0.5  // meaningful once `SpindleOperation.hasThreadPriority` is set
-    var moreBlocks: [@Sendable () -> Void] = []  // a `SpindleBlockOperation`'s blocks after the first
+    // `@exclusivity(unchecked)` throughout: the operation's lock, not the runtime's dynamic checks, makes access
+    // exclusive.
+    @exclusivity(unchecked) var name: String? = nil
+    @exclusivity(unchecked) var dependencies: [SpindleOperation] = []
+    @exclusivity(unchecked) var dependencySet: Set<ObjectIdentifier>? = nil  // built once dependencies grow past a few
+    /// Unretained: a dependent is owned by its queue or its creator, not by us (no retain cycle). A dependent
+    /// removes itself in its deinit while we have not released our dependents; the finish path retains each
+    /// one that is not being destroyed before letting go of our lock (see `SpindleOperation.takeDependents`).
+    @exclusivity(unchecked) var dependents: [Unmanaged<SpindleOperation>] = []
+    @exclusivity(unchecked) var waiters: [SpindleSemaphore] = []
+    @exclusivity(unchecked) var error: (any Error)? = nil
+    @exclusivity(unchecked) var observation = SpindleOperation.ObservationState()
+    @exclusivity(unchecked) var cancellationReason: SpindleCancellationReason? = nil  // set by whoever cancels for a reason of ours
+    @exclusivity(unchecked) var deadlineEntry: DeadlineEntry? = nil  // armed deadline, in `DeadlineTimer.shared`'s heap
+    @exclusivity(unchecked) var threadPriority: Double = 0.5  // meaningful once `SpindleOperation.hasThreadPriority` is set
+    @exclusivity(unchecked) var moreBlocks: [@Sendable () -> Void] = []  // a `SpindleBlockOperation`'s blocks after the first
     /// When its queue admitted it (ns, CLOCK_MONOTONIC), if that queue collects wait times. Under the queue's lock.
-    var admittedAt: UInt64 = 0
+    @exclusivity(unchecked) var admittedAt: UInt64 = 0
 }
 
 extension SpindleOperation {
@@ -53,7 +60,7 @@ extension SpindleOperation {
             get { self.extras?.dependencySet }
             _modify { let extras = self.more; yield &extras.dependencySet }
         }
-        var dependents: [WeakOperation] {
+        var dependents: [Unmanaged<SpindleOperation>] {
             get { self.extras?.dependents ?? [] }
             _modify { let extras = self.more; yield &extras.dependents }
         }
@@ -79,11 +86,13 @@ extension SpindleOperation {
             _modify { let extras = self.more; yield &extras.observation }
         }
 
-        /// Takes the dependents (leaving none), without creating the side object.
-        mutating func takeDependents() -> [WeakOperation] {
+        /// Takes the dependents (leaving none), each retained, skipping any whose deinit has begun; without
+        /// creating the side object. The caller releases them (outside every lock) after notifying them.
+        mutating func takeDependents() -> [Unmanaged<SpindleOperation>] {
             guard let extras = self.extras, !extras.dependents.isEmpty else { return [] }
-            let list = extras.dependents
+            var list = extras.dependents
             extras.dependents = []
+            list.removeAll { cshim_try_retain($0.toOpaque()) == nil }
             return list
         }
 

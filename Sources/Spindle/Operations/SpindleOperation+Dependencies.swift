@@ -1,10 +1,3 @@
-/// A dependent as its upstream operation lists it: weakly, so two unfinished operations that are dropped unrun are
-/// freed (a strong list would make a retain cycle with the dependent's `dependencies`).
-struct WeakOperation {
-    weak var operation: SpindleOperation?
-    init(_ operation: SpindleOperation) { self.operation = operation }
-}
-
 /// The process-wide lock that serialises edits of the dependency graph, so that cycle detection sees a graph no
 /// one else is changing. Lock order: this lock first, then (one at a time) operations' `locked`. The finish path
 /// never takes it: a finishing operation only takes its own lock.
@@ -25,8 +18,14 @@ extension SpindleOperation {
     public final func addDependency(_ operation: SpindleOperation) throws(SpindleError) {
         if operation === self { throw .selfDependency(name: self.displayName) }
         let becameUnready = try DependencyGraph.lock.withLock { () throws(SpindleError) -> Bool in
-            if self.dependencyListContains(operation) { return false }
-            if let cycle = self.pathOfUnfinishedDependencies(from: operation) {
+            let (listed, hasDependents) = self.withLocked { l -> (Bool, Bool) in
+                guard let extras = l.extras else { return (false, false) }
+                let listed = extras.dependencySet?.contains(ObjectIdentifier(operation))
+                    ?? extras.dependencies.contains { $0 === operation }
+                return (listed, !extras.dependents.isEmpty)
+            }
+            if listed { return false }
+            if hasDependents, let cycle = self.pathOfUnfinishedDependencies(from: operation) {
                 throw .dependencyCycle(cycle: ([self] + cycle).map(\.displayName))
             }
             // Count it until `operation` has released its dependents (after its completion block), atomically
@@ -34,15 +33,16 @@ extension SpindleOperation {
             let wasReady = self.isReady
             let counted = operation.withLocked { upstream -> Bool in
                 guard !operation.dependentsReleased, self.addPendingDependency() else { return false }
-                upstream.dependents.append(WeakOperation(self))
+                upstream.dependents.append(Unmanaged.passUnretained(self))
                 return true
             }
             self.withLocked { l in
-                l.dependencies.append(operation)
-                if l.dependencySet != nil {
-                    l.dependencySet!.insert(ObjectIdentifier(operation))
-                } else if l.dependencies.count > 8 {
-                    l.dependencySet = Set(l.dependencies.map(ObjectIdentifier.init))
+                let extras = l.more
+                extras.dependencies.append(operation)
+                if extras.dependencySet != nil {
+                    extras.dependencySet!.insert(ObjectIdentifier(operation))
+                } else if extras.dependencies.count > 8 {
+                    extras.dependencySet = Set(extras.dependencies.map(ObjectIdentifier.init))
                 }
             }
             return counted && wasReady && !self.isReady
@@ -64,7 +64,8 @@ extension SpindleOperation {
             guard listed else { return false }
             // If `operation` still lists us as a dependent, it has not finished: we were counted; uncount.
             return operation.withLocked { upstream -> Bool in
-                guard let index = upstream.dependents.firstIndex(where: { $0.operation === self }) else { return false }
+                let me = Unmanaged.passUnretained(self).toOpaque()
+                guard let index = upstream.dependents.firstIndex(where: { $0.toOpaque() == me }) else { return false }
                 upstream.dependents.remove(at: index)
                 return true
             }
@@ -75,8 +76,10 @@ extension SpindleOperation {
 
     /// One counted dependency finished (`failed`: with an error, or cancelled) or was removed; becoming ready tells
     /// observers and the queue. With `cancelsOnFailedDependency`, a failed one cancels this operation first, while
-    /// the dependency still holds it back, so it can never start in between.
-    final func dependencyFinished(failed: Bool = false) {
+    /// the dependency still holds it back, so it can never start in between. `selfServe`: called by a worker
+    /// finishing the dependency, which may keep this operation for itself; returns whether it did.
+    @discardableResult
+    final func dependencyFinished(failed: Bool = false, selfServe: Bool = false) -> Bool {
         var current = self.currentState
         if failed && current.propagatesFailure {
             self.cancel(for: .dependencyFailed)
@@ -87,10 +90,24 @@ extension SpindleOperation {
             let (done, seen) = self.state.compareExchange(
                 expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
             if done {
-                if !current.isReady && next.isReady { self.becameReady() }
-                return
+                if !current.isReady && next.isReady { return self.becameReady(selfServe: selfServe) }
+                return false
             }
             current = OperationState(raw: seen)
+        }
+    }
+
+    /// Removes `dependent` (being destroyed, or about to be) from the dependents of each of `dependencies` that has
+    /// not released them yet. O(dependents) per dependency still listing it.
+    static func unlist(_ dependent: Unmanaged<SpindleOperation>, from dependencies: [SpindleOperation]) {
+        let me = dependent.toOpaque()
+        for dependency in dependencies {
+            dependency.withLocked { l in
+                guard !dependency.dependentsReleased, let extras = l.extras,
+                    let index = extras.dependents.firstIndex(where: { $0.toOpaque() == me })
+                else { return }
+                extras.dependents.remove(at: index)
+            }
         }
     }
 
@@ -106,23 +123,14 @@ extension SpindleOperation {
         return false
     }
 
-    private func dependencyListContains(_ operation: SpindleOperation) -> Bool {
-        self.withLocked { l in
-            if let set = l.dependencySet { return set.contains(ObjectIdentifier(operation)) }
-            return l.dependencies.contains { $0 === operation }
-        }
-    }
-
     /// Whether `start` (transitively, through unfinished operations) depends on `self`; returns the path
     /// start → … → self if so. Called under `DependencyGraph.lock`.
     ///
-    /// Cost: nothing when `self` has no dependents or `start` has no dependencies (the common way graphs are
-    /// built: new operations depend on older ones), otherwise a depth-first search of `start`'s unfinished
+    /// Called only when `self` has dependents. Cost: one lock when `start` has no dependencies (the common way
+    /// graphs are built: new operations depend on older ones), otherwise a depth-first search of `start`'s unfinished
     /// ancestry only; finished operations cannot be on a live cycle and are not entered.
     private func pathOfUnfinishedDependencies(from start: SpindleOperation) -> [SpindleOperation]? {
-        let selfHasDependents = self.withLocked { !$0.dependents.isEmpty }
-        let startHasDependencies = start.withLocked { !$0.dependencies.isEmpty }
-        guard selfHasDependents, startHasDependencies else { return nil }
+        guard start.withLocked({ !$0.dependencies.isEmpty }) else { return nil }
         var visited: Set<ObjectIdentifier> = [ObjectIdentifier(start)]
         var stack: [(SpindleOperation, Int)] = [(start, 0)]
         var path: [SpindleOperation] = [start]

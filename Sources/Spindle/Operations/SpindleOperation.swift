@@ -59,13 +59,17 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     public init() {}
 
     deinit {
-        // Release finished dependency chains iteratively: a 100,000-long chain released recursively would overflow
-        // the stack. Any dependency held only by us is emptied of its own dependencies before it goes.
         guard let extras = self.lockedState.extras, !extras.dependencies.isEmpty else { return }
+        // Dependencies that have not released their dependents yet still list us: unlist ourselves.
+        SpindleOperation.unlist(Unmanaged.passUnretained(self), from: extras.dependencies)
+        // Release finished dependency chains iteratively: a 100,000-long chain released recursively would overflow
+        // the stack. Any dependency held only by us is emptied of its own dependencies before it goes (and unlisted
+        // from them first, as its own deinit will no longer see them).
         var pending = extras.dependencies
         extras.dependencies = []
         while var op = pending.popLast() {
-            if isKnownUniquelyReferenced(&op), let more = op.lockedState.extras {
+            if isKnownUniquelyReferenced(&op), let more = op.lockedState.extras, !more.dependencies.isEmpty {
+                SpindleOperation.unlist(Unmanaged.passUnretained(op), from: more.dependencies)
                 pending.append(contentsOf: more.dependencies)
                 more.dependencies = []
             }
@@ -247,7 +251,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         // finishing → finished under the lock; take everything the rest of the path needs. Without a completion
         // block nothing runs between finishing and releasing the dependents, so they are taken here too (one lock
         // round trip fewer); otherwise only after the block returned.
-        var dependents: [WeakOperation] = []
+        var dependents: [Unmanaged<SpindleOperation>] = []
         let (completion, queue, drain, failed, deadline) = self.withLocked {
             l -> ((@Sendable () -> Void)?, Unmanaged<SpindleOperationQueue>?, Bool, Bool, DeadlineEntry?) in
             if let error { l.error = error }
@@ -289,7 +293,16 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
                 return l.takeDependents()
             }
         }
-        for dependent in dependents { dependent.operation?.dependencyFinished(failed: failed) }
+        if !dependents.isEmpty {
+            // Finishing on the worker that ran it, which goes back to its queue's lock right after: the first
+            // dependent that becomes ready in that queue is left for this worker (no other worker is woken for it,
+            // and a spinning one is not told), so a chain runs on one thread instead of bouncing between cores.
+            var selfServe = ThreadContext.withCurrent { $0.deferrable == Unmanaged.passUnretained(self).toOpaque() }
+            for dependent in dependents {
+                let op = dependent.takeRetainedValue()  // retained by `takeDependents`
+                if op.dependencyFinished(failed: failed, selfServe: selfServe) { selfServe = false }
+            }
+        }
         if let queue {
             let deferred = ThreadContext.withCurrent { context -> Bool in
                 guard context.deferrable == Unmanaged.passUnretained(self).toOpaque() else { return false }
@@ -340,17 +353,21 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    /// Called when readiness went from false to true: tell observers, then the queue if one owns it.
-    final func becameReady() {
+    /// Called when readiness went from false to true: tell observers, then the queue if one owns it. Returns
+    /// whether the queue left it to the calling worker (see `QueueCore.scheduleReady`).
+    @discardableResult
+    final func becameReady(selfServe: Bool = false) -> Bool {
         if self.hasObservers.load(ordering: .relaxed) {
             self.emitWill(.isReady)
             self.emitDid(.isReady)
         }
-        self.scheduleIfEnqueued()
+        return self.scheduleIfEnqueued(selfServe: selfServe)
     }
 
     /// If a queue owns it and it is ready, claims the "scheduled" bit (exactly once) and hands it to the queue.
-    final func scheduleIfEnqueued() {
+    /// Returns whether the queue left it to the calling worker (`selfServe`, see `QueueCore.scheduleReady`).
+    @discardableResult
+    final func scheduleIfEnqueued(selfServe: Bool = false) -> Bool {
         var current = self.currentState
         while let next = current.scheduling() {
             let (done, seen) = self.state.compareExchange(
@@ -358,11 +375,12 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             if done {
                 // nil: the queue already took it (admission pushes an operation whose bit was claimed while it was
                 // being added) and it may even have finished; or a failed batch add gave it back. Nothing to do.
-                if let queue = self.owningQueue { queue.core.scheduleReady(self) }
-                return
+                if let queue = self.owningQueue { return queue.core.scheduleReady(self, selfServe: selfServe) }
+                return false
             }
             current = OperationState(raw: seen)
         }
+        return false
     }
 
     // MARK: - Waiting

@@ -274,7 +274,7 @@ final class QueueCore: @unchecked Sendable {
 
     /// Puts a scheduled operation in its bucket unless it is held behind a barrier, already in one, not (or no
     /// longer) a member, or already taken by a worker: safe to call for a stale request. Caller holds `lock`.
-    func pushLocked(_ link: Unmanaged<SpindleOperation>) {
+    func pushLocked(_ link: Unmanaged<SpindleOperation>, announce: Bool = true) {
         let level = link._withUnsafeGuaranteedRef { op -> Int in
             guard op.isAdmitted, !op.isHeld, op.bucketLevel < 0, op.currentState.lifecycle == .enqueued else {
                 return -1
@@ -283,7 +283,7 @@ final class QueueCore: @unchecked Sendable {
         }
         guard level >= 0 else { return }
         self.ready.push(link, level: level)
-        self.pushes.add(1, ordering: .relaxed)  // tells a spinning worker to look
+        if announce { self.pushes.add(1, ordering: .relaxed) }  // tells a spinning worker to look
     }
 
     /// Right after admission: push it if someone already claimed its scheduled bit (a cancel or a finishing
@@ -307,12 +307,20 @@ final class QueueCore: @unchecked Sendable {
     // MARK: - Events from operations
 
     /// An enqueued operation became ready and claimed its scheduled bit (from any thread).
-    func scheduleReady(_ op: SpindleOperation) {
+    ///
+    /// `selfServe`: the caller is finishing, on the worker that ran it, an operation this one depended on, and that
+    /// worker goes back to the lock right after. If it is one of this queue's workers, the operation is left for it:
+    /// nobody is woken and a spinning worker is not told (waking another core for work this one is about to take
+    /// costs more than the work). Returns whether that happened.
+    @discardableResult
+    func scheduleReady(_ op: SpindleOperation, selfServe: Bool = false) -> Bool {
+        let serve = selfServe && ThreadContext.withCurrent { $0.workerOf === self }
         self.lockAndAdmit()
-        self.pushLocked(Unmanaged.passUnretained(op))
-        let action = self.wakeOrSpawnLocked()
+        self.pushLocked(Unmanaged.passUnretained(op), announce: !serve)
+        let action = serve ? .none : self.wakeOrSpawnLocked()
         self.lock.unlock()
         self.perform(action)
+        return serve
     }
 
     /// A member finished (called by its finish path, after its completion block and dependents, before its

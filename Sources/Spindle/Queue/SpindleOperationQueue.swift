@@ -93,18 +93,12 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             }
             return
         }
-        if operations.count > 1 {
-            var seen = Set<ObjectIdentifier>()
-            for op in operations where !seen.insert(ObjectIdentifier(op)).inserted {
-                throw .duplicateInBatch(name: op.displayName)
-            }
-        }
         let core = self.core
         core.lockAndAdmit()
         var claimed = 0
         var failure: SpindleError? = nil
         for op in operations {
-            if let error = self.claim(op) {
+            if let error = self.claim(op, inLockedBatch: true) {
                 failure = error
                 break
             }
@@ -126,12 +120,18 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// `idle` → `enqueued`, with this queue recorded, atomically under the operation's lock (so a thread that
     /// sees it enqueued also sees its queue). Returns the error if the operation cannot be added.
-    func claim(_ op: SpindleOperation) -> SpindleError? {
+    ///
+    /// `inLockedBatch`: the caller holds this queue's lock and claims a batch; an operation claimed earlier in the
+    /// same batch (enqueued here, not yet admitted) is reported as `duplicateInBatch`.
+    func claim(_ op: SpindleOperation, inLockedBatch: Bool = false) -> SpindleError? {
         let error = op.withLocked { l -> SpindleError? in
             var s = op.currentState
             while true {
                 guard let next = s.enqueuing() else {
                     switch s.lifecycle {
+                    case .enqueued where inLockedBatch && !op.isAdmitted
+                        && l.queue?.toOpaque() == Unmanaged.passUnretained(self).toOpaque():
+                        return .duplicateInBatch(name: l.name ?? op.defaultName)
                     case .enqueued, .dispatching: return .operationAlreadyInQueue(name: l.name ?? op.defaultName)
                     case .executing: return .operationExecuting(name: l.name ?? op.defaultName)
                     default: return .operationFinished(name: l.name ?? op.defaultName)
