@@ -10,12 +10,12 @@ final class OperationExtras {
     // `@exclusivity(unchecked)` throughout: the operation's lock, not the runtime's dynamic checks, makes access
     // exclusive.
     @exclusivity(unchecked) var name: String? = nil
-    @exclusivity(unchecked) var dependencies: [SpindleOperation] = []
+    @exclusivity(unchecked) var dependencies = InlineFirstList<SpindleOperation>()
     @exclusivity(unchecked) var dependencySet: Set<ObjectIdentifier>? = nil  // built once dependencies grow past a few
     /// Unretained: a dependent is owned by its queue or its creator, not by us (no retain cycle). A dependent
     /// removes itself in its deinit while we have not released our dependents; the finish path retains each
     /// one that is not being destroyed before letting go of our lock (see `SpindleOperation.takeDependents`).
-    @exclusivity(unchecked) var dependents: [Unmanaged<SpindleOperation>] = []
+    @exclusivity(unchecked) var dependents = InlineFirstList<Unmanaged<SpindleOperation>>()
     @exclusivity(unchecked) var waiters: [SpindleSemaphore] = []
     @exclusivity(unchecked) var error: (any Error)? = nil
     @exclusivity(unchecked) var observation = SpindleOperation.ObservationState()
@@ -52,16 +52,16 @@ extension SpindleOperation {
             get { self.extras?.name }
             set { if newValue != nil || self.extras != nil { self.more.name = newValue } }
         }
-        var dependencies: [SpindleOperation] {
-            get { self.extras?.dependencies ?? [] }
+        var dependencies: InlineFirstList<SpindleOperation> {
+            get { self.extras?.dependencies ?? InlineFirstList() }
             _modify { let extras = self.more; yield &extras.dependencies }
         }
         var dependencySet: Set<ObjectIdentifier>? {
             get { self.extras?.dependencySet }
             _modify { let extras = self.more; yield &extras.dependencySet }
         }
-        var dependents: [Unmanaged<SpindleOperation>] {
-            get { self.extras?.dependents ?? [] }
+        var dependents: InlineFirstList<Unmanaged<SpindleOperation>> {
+            get { self.extras?.dependents ?? InlineFirstList() }
             _modify { let extras = self.more; yield &extras.dependents }
         }
         var waiters: [SpindleSemaphore] {
@@ -88,11 +88,11 @@ extension SpindleOperation {
 
         /// Takes the dependents (leaving none), each retained, skipping any whose deinit has begun; without
         /// creating the side object. The caller releases them (outside every lock) after notifying them.
-        mutating func takeDependents() -> [Unmanaged<SpindleOperation>] {
-            guard let extras = self.extras, !extras.dependents.isEmpty else { return [] }
-            var list = extras.dependents
-            extras.dependents = []
-            list.removeAll { cshim_try_retain($0.toOpaque()) == nil }
+        mutating func takeDependents() -> InlineFirstList<Unmanaged<SpindleOperation>> {
+            var list = InlineFirstList<Unmanaged<SpindleOperation>>()
+            guard let extras = self.extras, !extras.dependents.isEmpty else { return list }
+            swap(&list, &extras.dependents)
+            list.filterInPlace { cshim_try_retain($0.toOpaque()) != nil }
             return list
         }
 

@@ -7,7 +7,7 @@ enum DependencyGraph {
 
 extension SpindleOperation {
     /// The operations this one waits for, in the order they were added (finished ones stay listed).
-    public final var dependencies: [SpindleOperation] { self.withLocked { $0.dependencies } }
+    public final var dependencies: [SpindleOperation] { self.withLocked { $0.dependencies.array } }
 
     /// Makes this operation wait until `operation` has finished (across queues too). Adding the same dependency
     /// again does nothing. A dependency added after this operation started, or after its queue found it ready,
@@ -42,7 +42,7 @@ extension SpindleOperation {
                 if extras.dependencySet != nil {
                     extras.dependencySet!.insert(ObjectIdentifier(operation))
                 } else if extras.dependencies.count > 8 {
-                    extras.dependencySet = Set(extras.dependencies.map(ObjectIdentifier.init))
+                    extras.dependencySet = Set(extras.dependencies.lazy.map(ObjectIdentifier.init))
                 }
             }
             return counted && wasReady && !self.isReady
@@ -99,7 +99,7 @@ extension SpindleOperation {
 
     /// Removes `dependent` (being destroyed, or about to be) from the dependents of each of `dependencies` that has
     /// not released them yet. O(dependents) per dependency still listing it.
-    static func unlist(_ dependent: Unmanaged<SpindleOperation>, from dependencies: [SpindleOperation]) {
+    static func unlist(_ dependent: Unmanaged<SpindleOperation>, from dependencies: InlineFirstList<SpindleOperation>) {
         let me = dependent.toOpaque()
         for dependency in dependencies {
             dependency.withLocked { l in
@@ -135,7 +135,7 @@ extension SpindleOperation {
         var stack: [(SpindleOperation, Int)] = [(start, 0)]
         var path: [SpindleOperation] = [start]
         while let (node, index) = stack.last {
-            let deps = node.withLocked { $0.dependencies }
+            let deps = node.withLocked { $0.dependencies.array }
             if index >= deps.count {
                 stack.removeLast()
                 path.removeLast()

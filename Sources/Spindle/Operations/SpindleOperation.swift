@@ -65,13 +65,12 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         // Release finished dependency chains iteratively: a 100,000-long chain released recursively would overflow
         // the stack. Any dependency held only by us is emptied of its own dependencies before it goes (and unlisted
         // from them first, as its own deinit will no longer see them).
-        var pending = extras.dependencies
-        extras.dependencies = []
+        var pending: [SpindleOperation] = []
+        extras.dependencies.moveAll(into: &pending)
         while var op = pending.popLast() {
             if isKnownUniquelyReferenced(&op), let more = op.lockedState.extras, !more.dependencies.isEmpty {
                 SpindleOperation.unlist(Unmanaged.passUnretained(op), from: more.dependencies)
-                pending.append(contentsOf: more.dependencies)
-                more.dependencies = []
+                more.dependencies.moveAll(into: &pending)
             }
         }
     }
@@ -251,7 +250,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         // finishing → finished under the lock; take everything the rest of the path needs. Without a completion
         // block nothing runs between finishing and releasing the dependents, so they are taken here too (one lock
         // round trip fewer); otherwise only after the block returned.
-        var dependents: [Unmanaged<SpindleOperation>] = []
+        var dependents = InlineFirstList<Unmanaged<SpindleOperation>>()
         let (completion, queue, drain, failed, deadline) = self.withLocked {
             l -> ((@Sendable () -> Void)?, Unmanaged<SpindleOperationQueue>?, Bool, Bool, DeadlineEntry?) in
             if let error { l.error = error }
