@@ -89,11 +89,14 @@ extension SpindleOperation {
         /// Takes the dependents (leaving none), each retained, skipping any whose deinit has begun; without
         /// creating the side object. The caller releases them (outside every lock) after notifying them.
         mutating func takeDependents() -> InlineFirstList<Unmanaged<SpindleOperation>> {
-            var list = InlineFirstList<Unmanaged<SpindleOperation>>()
-            guard let extras = self.extras, !extras.dependents.isEmpty else { return list }
-            swap(&list, &extras.dependents)
-            list.filterInPlace { cshim_try_retain($0.toOpaque()) != nil }
-            return list
+            var kept = InlineFirstList<Unmanaged<SpindleOperation>>()
+            guard let extras = self.extras, !extras.dependents.isEmpty else { return kept }
+            let listed = extras.dependents
+            extras.dependents = InlineFirstList()
+            listed.forEach { dependent in
+                if cshim_try_retain(dependent.toOpaque()) != nil { kept.append(dependent) }
+            }
+            return kept
         }
 
         /// Takes the waiters (leaving none), without creating the side object.

@@ -42,7 +42,9 @@ extension SpindleOperation {
                 if extras.dependencySet != nil {
                     extras.dependencySet!.insert(ObjectIdentifier(operation))
                 } else if extras.dependencies.count > 8 {
-                    extras.dependencySet = Set(extras.dependencies.lazy.map(ObjectIdentifier.init))
+                    var set = Set<ObjectIdentifier>()
+                    extras.dependencies.forEach { set.insert(ObjectIdentifier($0)) }
+                    extras.dependencySet = set
                 }
             }
             return counted && wasReady && !self.isReady
@@ -101,7 +103,7 @@ extension SpindleOperation {
     /// not released them yet. O(dependents) per dependency still listing it.
     static func unlist(_ dependent: Unmanaged<SpindleOperation>, from dependencies: InlineFirstList<SpindleOperation>) {
         let me = dependent.toOpaque()
-        for dependency in dependencies {
+        dependencies.forEach { dependency in
             dependency.withLocked { l in
                 guard !dependency.dependentsReleased, let extras = l.extras,
                     let index = extras.dependents.firstIndex(where: { $0.toOpaque() == me })

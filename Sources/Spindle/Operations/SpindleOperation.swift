@@ -65,7 +65,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         // Release finished dependency chains iteratively: a 100,000-long chain released recursively would overflow
         // the stack. Any dependency held only by us is emptied of its own dependencies before it goes (and unlisted
         // from them first, as its own deinit will no longer see them).
-        var pending: [SpindleOperation] = []
+        var pending = InlineFirstList<SpindleOperation>()  // a chain keeps one here at a time: no allocation
         extras.dependencies.moveAll(into: &pending)
         while var op = pending.popLast() {
             if isKnownUniquelyReferenced(&op), let more = op.lockedState.extras, !more.dependencies.isEmpty {
@@ -297,7 +297,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             // dependent that becomes ready in that queue is left for this worker (no other worker is woken for it,
             // and a spinning one is not told), so a chain runs on one thread instead of bouncing between cores.
             var selfServe = ThreadContext.withCurrent { $0.deferrable == Unmanaged.passUnretained(self).toOpaque() }
-            for dependent in dependents {
+            dependents.forEach { dependent in
                 let op = dependent.takeRetainedValue()  // retained by `takeDependents`
                 if op.dependencyFinished(failed: failed, selfServe: selfServe) { selfServe = false }
             }

@@ -31,6 +31,26 @@ import Testing
         #expect(counts.allSatisfy { $0 == 1 }, "allocations per create+start+finish: \(Set(counts))")
     }
 
+    @Test(.enabled(if: cm_available() == 1)) func aDependencyAddsOneSideObjectPerOperation() throws {
+        try Empty().start()
+        var counts: [Int] = []
+        counts.reserveCapacity(100)
+        for _ in 0..<100 {
+            cm_thread_begin()
+            do {
+                let a = Empty()
+                let b = Empty()
+                try b.addDependency(a)
+                try a.start()
+                try b.start()
+            }
+            counts.append(cm_thread_end())
+        }
+        // The two operations, `a`'s side object (its dependent, inline) and `b`'s (its dependency, inline): no
+        // lists, no weak-reference side tables.
+        #expect(counts.allSatisfy { $0 == 4 }, "allocations per dependency pair: \(Set(counts))")
+    }
+
     @Test(.enabled(if: cm_available() == 1)) func enqueueAllocatesNothingInSteadyState() throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
         // Tag this thread and both workers (a rendezvous makes the two operations run on two different workers),
