@@ -18,18 +18,11 @@ extension SpindleOperation {
         if self.currentState.isSettled { return }
         if SpindleAsyncOperation.running === self { throw SpindleError.waitOnSelf(name: self.displayName) }
         let semaphore = try! SpindleSemaphore(value: 0)  // 0 is a valid value
-        let registered = self.withLocked { l -> Bool in
-            if self.currentState.isSettled { return false }
-            l.waiters.append(semaphore)
-            return true
-        }
-        if !registered { return }
+        if !self.registerWaiter(semaphore) { return }
         do {
             try await semaphore.wait()
         } catch {
-            self.withLocked { l in
-                if let index = l.waiters.firstIndex(where: { $0 === semaphore }) { l.waiters.remove(at: index) }
-            }
+            _ = self.withdrawWaiter(semaphore)
             throw error
         }
     }

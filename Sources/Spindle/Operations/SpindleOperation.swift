@@ -45,6 +45,9 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     let priorityStorage = Atomic<Int8>(0)
     /// Whether `threadPriority` was set (its value is then in `extras`); the default 0.5 needs no side object.
     let hasThreadPriority = Atomic<Bool>(false)
+    /// Set (and never cleared) once anyone registered in `waiters`; lets the finish path skip the lock otherwise
+    /// (see `releaseWaiters`).
+    let hasWaiters = Atomic<Bool>(false)
     /// In the queue's inbox: the next older operation there (written by the adding thread before the push
     /// publishes it). In a ready bucket: the next one there. The two uses never overlap.
     @exclusivity(unchecked) var nextLink: Unmanaged<SpindleOperation>? = nil
@@ -318,13 +321,41 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         return true
     }
 
-    /// The last step of finishing: marks it settled and wakes everyone in `waitUntilFinished`.
+    /// The last step of finishing: marks it settled and wakes everyone in `waitUntilFinished`. A waiter publishes
+    /// `hasWaiters` after registering and then looks at `settled` again; this sets `settled` and then looks at
+    /// `hasWaiters` (all sequentially consistent), so at least one of the two sees the other: either this takes
+    /// the waiter, or the waiter sees it settled and does not wait. Without waiters, no lock is taken.
     final func releaseWaiters() {
-        let waiters = self.withLocked { l -> [SpindleSemaphore]? in
-            self.state.bitwiseOr(OperationState.settledBit, ordering: .releasing)
-            return l.extras == nil ? nil : l.takeWaiters()
+        self.state.bitwiseOr(OperationState.settledBit, ordering: .sequentiallyConsistent)
+        guard self.hasWaiters.load(ordering: .sequentiallyConsistent) else { return }
+        let waiters = self.withLocked { $0.takeWaiters() }
+        for waiter in waiters { waiter.signal() }
+    }
+
+    /// Registers `semaphore` to be signalled once it has settled. Returns false (registering nothing) if it has
+    /// already settled: no need to wait. See `releaseWaiters` for the protocol.
+    final func registerWaiter(_ semaphore: SpindleSemaphore) -> Bool {
+        let registered = self.withLocked { l -> Bool in
+            if self.currentState.isSettled { return false }
+            l.waiters.append(semaphore)
+            return true
         }
-        if let waiters { for waiter in waiters { waiter.signal() } }
+        guard registered else { return false }
+        self.hasWaiters.store(true, ordering: .sequentiallyConsistent)
+        if OperationState(raw: self.state.load(ordering: .sequentiallyConsistent)).isSettled {
+            _ = self.withdrawWaiter(semaphore)  // settled meanwhile; its signal, if any, lands on nobody
+            return false
+        }
+        return true
+    }
+
+    /// Removes a registered semaphore; false if the finish path already took it (its signal is then on its way).
+    final func withdrawWaiter(_ semaphore: SpindleSemaphore) -> Bool {
+        self.withLocked { l -> Bool in
+            guard let index = l.waiters.firstIndex(where: { $0 === semaphore }) else { return false }
+            l.waiters.remove(at: index)
+            return true
+        }
     }
 
     /// The queue that owns it, from being added until it has finished; nil otherwise.
@@ -401,20 +432,10 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         let context = ThreadContext.current
         if context.operation === self || context.completing === self { throw .waitOnSelf(name: self.displayName) }
         let semaphore = try! SpindleSemaphore(value: 0)
-        let registered = self.withLocked { l -> Bool in
-            if self.currentState.isSettled { return false }
-            l.waiters.append(semaphore)
-            return true
-        }
-        if !registered { return true }
+        if !self.registerWaiter(semaphore) { return true }
         if semaphore.wait(until: deadline) { return true }
         // Timed out: withdraw, unless the finish path already took us (then its signal is on its way).
-        let withdrawn = self.withLocked { l -> Bool in
-            guard let index = l.waiters.firstIndex(where: { $0 === semaphore }) else { return false }
-            l.waiters.remove(at: index)
-            return true
-        }
-        if withdrawn { return false }
+        if self.withdrawWaiter(semaphore) { return false }
         semaphore.wait()
         return true
     }

@@ -159,7 +159,7 @@ extension QueueCore {
                 // SPINNING
                 maySpin = false
                 self.spinning = 1
-                self.spinningHint.store(1, ordering: .sequentiallyConsistent)
+                self.spinningHint.store(true, ordering: .sequentiallyConsistent)
                 let seen = self.pushes.load(ordering: .relaxed)
                 self.lock.unlock()
                 var round = 0
@@ -169,7 +169,7 @@ extension QueueCore {
                     for _ in 0..<8 { cshim_cpu_relax() }
                     round += 1
                 }
-                self.spinningHint.store(0, ordering: .sequentiallyConsistent)
+                self.spinningHint.store(false, ordering: .sequentiallyConsistent)
                 self.lock.lock()
                 self.spinning = 0
                 continue  // look again under the lock before parking
@@ -186,13 +186,13 @@ extension QueueCore {
             // PARKED: advertise, then look at the inbox once more (a push that missed the advertisement is seen
             // here). A spurious wakeup finds nothing and parks again.
             self.parked += 1
-            self.parkedHint.store(self.parked, ordering: .sequentiallyConsistent)
+            self.parkedHint.store(self.parked > 0, ordering: .sequentiallyConsistent)
             if self.inbox.load(ordering: .sequentiallyConsistent) == 0 {
                 self.workAvailable.wait()
                 if self.wakeupsInFlight > 0 { self.wakeupsInFlight -= 1 }
             }
             self.parked -= 1
-            self.parkedHint.store(self.parked, ordering: .sequentiallyConsistent)
+            self.parkedHint.store(self.parked > 0, ordering: .sequentiallyConsistent)
             maySpin = true
         }
         self.lock.unlock()

@@ -71,20 +71,6 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var spinning = 0
     /// Counts pushes into `ready`; a spinning worker polls it without the lock. Atomic.
     let pushes = Atomic<Int>(0)
-    /// Operations added without the lock (`addOperation`'s fast path): a lock-free stack, newest first, of
-    /// retained operations linked by `inboxNext`. Whoever takes `lock` moves them into the queue first
-    /// (`drainInboxLocked`), so every locked view of the queue includes them, in the order they were added.
-    let inbox = Atomic<UInt>(0)
-    /// Lock-free mirrors of `spinning`, `parked` and "a thread may be started", for the fast path's wake decision.
-    /// Written under `lock`, read without it (see `needsWakeAfterInboxPush`).
-    let spinningHint = Atomic<Int>(0)
-    let parkedHint = Atomic<Int>(0)
-    let canSpawnHint = Atomic<Bool>(true)
-    /// Operations claimed by this queue and not yet through its bookkeeping after finishing (or given back). While
-    /// it is above zero the queue holds one reference to its own handle, so a handle dropped by its user lives on
-    /// until its work is done, and operations can point at it unretained. Atomic: incremented by adding threads,
-    /// decremented by finishing paths (workers in batches, see `workerLoop`).
-    let outstanding = Atomic<Int>(0)
     /// Async drain waiters (`waitUntilAllOperationsAreFinished() async`), each signalled once when the queue
     /// drains; nil (not empty) whenever there are none, so the finish path tests one rarely-set field. Under `lock`.
     @exclusivity(unchecked) var asyncDrainWaiters: [SpindleSemaphore]? = nil
@@ -93,8 +79,6 @@ final class QueueCore: @unchecked Sendable {
     /// Most members (barriers excluded) admitted and not finished; nil: unbounded.
     @exclusivity(unchecked) var capacity: Int? = nil
     @exclusivity(unchecked) var fullPolicy: SpindleFullQueuePolicy = .block
-    /// `capacity != nil`, for `addOperation`'s one test before its lock-free path. Written under `lock`.
-    let boundedHint = Atomic<Bool>(false)
     /// Blocked producers, oldest first; nil (not empty) when there are none, so the finish path tests one field.
     @exclusivity(unchecked) var producers: [ProducerWaiter]? = nil
     /// Statistics for `snapshot()`.
@@ -107,6 +91,29 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var waitSamples = 0
     @exclusivity(unchecked) var waitTotalNs: UInt64 = 0
     @exclusivity(unchecked) var waitMaxNs: UInt64 = 0
+
+    // MARK: What an adding thread touches
+    // Padded off from the fields above, which workers write for every operation (buckets, counts, `pushes`): an
+    // adding thread reads and writes only this cluster of the core, and workers write it only once per batch or
+    // state change, so their per-operation writes do not take its cache line away from the adding thread.
+    private let padBefore: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    /// Operations added without the lock (`addOperation`'s fast path): a lock-free stack, newest first, of
+    /// retained operations linked by `nextLink`. Whoever takes `lock` moves them into the queue first
+    /// (`drainInboxLocked`), so every locked view of the queue includes them, in the order they were added.
+    let inbox = Atomic<UInt>(0)
+    /// Operations claimed by this queue and not yet through its bookkeeping after finishing (or given back). While
+    /// it is above zero the queue holds one reference to its own handle, so a handle dropped by its user lives on
+    /// until its work is done, and operations can point at it unretained. Atomic: incremented by adding threads,
+    /// decremented by finishing paths (workers in batches, see `workerLoop`).
+    let outstanding = Atomic<Int>(0)
+    /// Lock-free mirrors of "a worker is spinning", "a worker is parked" and "a thread may be started", for the
+    /// fast path's wake decision. Written under `lock`, read without it (see `needsWakeAfterInboxPush`).
+    let spinningHint = Atomic<Bool>(false)
+    let parkedHint = Atomic<Bool>(false)
+    let canSpawnHint = Atomic<Bool>(true)
+    /// `capacity != nil`, for `addOperation`'s one test before its lock-free path. Written under `lock`.
+    let boundedHint = Atomic<Bool>(false)
+    private let padAfter: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
 
     init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil) {
         self.servingRunLoop = servingRunLoop
@@ -166,8 +173,8 @@ final class QueueCore: @unchecked Sendable {
     /// `parkedHint`).
     @inline(__always)
     func needsWakeAfterInboxPush() -> Bool {
-        if self.spinningHint.load(ordering: .sequentiallyConsistent) > 0 { return false }
-        return self.parkedHint.load(ordering: .sequentiallyConsistent) > 0
+        if self.spinningHint.load(ordering: .sequentiallyConsistent) { return false }
+        return self.parkedHint.load(ordering: .sequentiallyConsistent)
             || self.canSpawnHint.load(ordering: .sequentiallyConsistent)
     }
 
