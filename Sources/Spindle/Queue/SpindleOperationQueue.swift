@@ -6,8 +6,8 @@ import Synchronization
 ///   (threads are created as needed, up to the width, and kept). Default: the CPUs this process may use.
 /// - Order: only ready operations take a slot; among them highest `queuePriority` first, first-in first-out
 ///   within a level. Dependencies (also on other queues) beat priority.
-/// - Lifetime: every operation added retains the queue until it finishes, so a queue released with work pending
-///   finishes that work, then frees itself; its threads exit and are joined.
+/// - Lifetime: while any operation added is unfinished the queue keeps itself alive, so a queue released with
+///   work pending finishes that work, then frees itself; its threads exit and are joined.
 ///
 /// All methods may be called from any thread. State lives in `QueueCore` (see there for guards, lock order and
 /// the state machine); this handle only holds it.
