@@ -43,13 +43,17 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
 
     /// Runs every block (unless cancelled) and returns when all have returned.
     open override func main() throws {
-        // The lock orders this read after any addExecutionBlock that saw the operation not yet executing.
-        let (single, more) = self.withLocked { l in (self.first, l.extras?.moreBlocks ?? []) }
-        guard !self.isCancelled, let single else { return }
-        if more.isEmpty {
-            single()
+        // The lock orders what follows after any addExecutionBlock that saw the operation not yet executing; from
+        // here on the blocks are frozen (addExecutionBlock throws), so they can be read without it.
+        let several = self.withLocked { l in !(l.extras?.moreBlocks.isEmpty ?? true) }
+        guard !self.isCancelled else { return }
+        if !several {
+            // Called in place, borrowed from the frozen field: copying the block out would retain and release its
+            // captures, which the adding thread touches too.
+            withUnsafePointer(to: &self.first) { $0.pointee?() }
             return
         }
+        let (single, more) = self.withLocked { l in (self.first!, l.extras?.moreBlocks ?? []) }
         let run = BlockRun([single] + more)
         run.callHelper()
         run.work()

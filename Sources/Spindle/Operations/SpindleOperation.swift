@@ -178,8 +178,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     }
 
     private func runMain(in context: ThreadContext) {
-        let previous = context.operation
-        context.operation = self
+        let previous = context.operationRef
+        context.operationRef = Unmanaged.passUnretained(self)
         // One atomic load on the operation and one on the thread in the common case (both 0.5): no syscall, no
         // lock, no reference counting.
         let wanted = self.hasThreadPriority.load(ordering: .relaxed) ? self.threadPriority : 0.5
@@ -195,7 +195,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             self.withLocked { $0.error = error }
         }
         if let restore { context.thread.setPriority(restore) }
-        context.operation = previous
+        context.operationRef = previous
     }
 
     /// Moves into `executing` (emitting the isExecuting change) and returns true; or, if cancelled before it ran,

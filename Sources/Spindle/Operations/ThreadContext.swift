@@ -4,8 +4,11 @@ import Glibc
 /// What Spindle knows about the calling thread: the operation whose `main` runs here and the queue whose worker
 /// this is. Confined to its thread (one per thread, in a thread-local), so it needs no lock.
 final class ThreadContext {
-    /// The operation running `main` on this thread, while it runs (whoever called `start()` keeps it alive).
-    @exclusivity(unchecked) unowned(unsafe) var operation: SpindleOperation?
+    /// The operation running `main` on this thread, while it runs (whoever called `start()` keeps it alive); kept
+    /// unmanaged so that saving and restoring it around `main` costs no reference counting.
+    @exclusivity(unchecked) var operationRef: Unmanaged<SpindleOperation>?
+    /// `operationRef`, as a reference.
+    var operation: SpindleOperation? { self.operationRef?.takeUnretainedValue() }
     /// The operation whose completion block is running on this thread.
     @exclusivity(unchecked) unowned(unsafe) var completing: SpindleOperation?
     /// The queue that owned `completing` (its members still count it until the completion block returns, so

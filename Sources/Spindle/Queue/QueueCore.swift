@@ -239,19 +239,22 @@ final class QueueCore: @unchecked Sendable {
     /// Links a claimed operation as a member, released or held behind a barrier; `link` carries the queue's
     /// reference (see "References"), which the member list now owns. Caller holds `lock`.
     func admitLocked(_ link: Unmanaged<SpindleOperation>) {
-        let op = link.takeUnretainedValue()
-        if self.collectsWaitTimes { self.stampAdmissionLocked(op) }
-        op.isAdmitted = true
-        op.queueHoldsReference = true
-        op.memberNext = nil
-        op.memberPrev = self.memberTail
+        let held = link._withUnsafeGuaranteedRef { op -> Bool in
+            if self.collectsWaitTimes { self.stampAdmissionLocked(op) }
+            op.isAdmitted = true
+            op.queueHoldsReference = true
+            op.memberNext = nil
+            op.memberPrev = self.memberTail
+            if op.isBarrier { self.barrierCount += 1 }
+            return op.isBarrier || self.barrierActive || self.heldHead < self.held.count
+        }
         if let tail = self.memberTail { tail._withUnsafeGuaranteedRef { $0.memberNext = link } } else {
             self.memberHead = link
         }
         self.memberTail = link
         self.memberCount += 1
-        if op.isBarrier { self.barrierCount += 1 }
-        if op.isBarrier || self.barrierActive || self.heldHead < self.held.count {
+        if held {
+            let op = link.takeUnretainedValue()
             op.isHeld = true
             self.held.append(op)
             self.advanceBarriersLocked()

@@ -167,8 +167,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// Adds a block, wrapped in a `SpindleBlockOperation`, and returns that operation.
     @discardableResult
-    public func addOperation(_ block: @escaping @Sendable () -> Void) -> SpindleBlockOperation {
-        let op = SpindleBlockOperation(block)
+    public func addOperation(_ block: consuming @escaping @Sendable () -> Void) -> SpindleBlockOperation {
+        let op = SpindleBlockOperation(block)  // moved in: the block's captures are not retained again
         try! self.addOperation(op)  // a new operation can always be added
         return op
     }
