@@ -19,10 +19,7 @@ open class SpindleConcurrentOperation: SpindleOperation, @unchecked Sendable {
     open override func start() throws {
         guard try self.beginExecuting() else { return }
         do {
-            try SpindleThread.detach(name: self.name ?? "spindle-op") { [self] in
-                self.runMainOnThisThread()
-                if let error = self.error { try? self.finish(throwing: error) }
-            }
+            try SpindleThread.detach(name: self.name ?? "spindle-op", entry: self)
         } catch {
             try? self.finish(throwing: error)
             throw error
@@ -31,4 +28,13 @@ open class SpindleConcurrentOperation: SpindleOperation, @unchecked Sendable {
 
     /// Reports the end of the work (see `SpindleOperation.finish(throwing:)`).
     public final func finish() throws(SpindleError) { try self.finish(throwing: nil) }
+}
+
+extension SpindleConcurrentOperation: SpawnedThreadEntry {
+    /// The thread `start()` spawned runs this: `main`, then, if `main` threw, the finish with that error. The
+    /// thread keeps the operation alive until it returns.
+    final func runOnSpawnedThread() {
+        self.runMainOnThisThread()
+        if let error = self.error { try? self.finish(throwing: error) }
+    }
 }

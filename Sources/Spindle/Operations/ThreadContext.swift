@@ -1,8 +1,14 @@
 import CShim
 import Glibc
 
-/// What Spindle knows about the calling thread: the operation whose `main` runs here and the queue whose worker
-/// this is. Confined to its thread (one per thread, in a thread-local), so it needs no lock.
+/// What Spindle knows about the calling thread: its `SpindleThread`, the operation whose `main` runs here and the
+/// queue whose worker this is. Confined to its thread (one per thread, in a thread-local), so it needs no lock; the
+/// only exception is a Spindle-spawned thread's context, which the spawner makes (with its thread set) before the
+/// thread exists and hands over through `pthread_create`.
+///
+/// Lifetime: created on a thread's first use (or by the spawner), retained by a pthread key until the thread exits;
+/// it holds the thread's `SpindleThread` (a retained reference, released in `deinit`), so that object lives at
+/// least as long as its thread.
 final class ThreadContext {
     /// The operation running `main` on this thread, while it runs (whoever called `start()` keeps it alive); kept
     /// unmanaged so that saving and restoring it around `main` costs no reference counting.
@@ -27,15 +33,31 @@ final class ThreadContext {
     /// it: the operation is still outstanding there).
     @exclusivity(unchecked) var deferredFinish = false
 
-    /// `SpindleThread.current`, cached (that one is retained by its own thread-local slot for the thread's life).
+    /// This thread's `SpindleThread` (`SpindleThread.current`), retained by this context (released in `deinit`):
+    /// set by the spawner for a Spindle thread, made on first use for the main thread and threads Spindle did not
+    /// create. Unmanaged so that reading it costs no reference counting.
     @exclusivity(unchecked) private var cachedThread: Unmanaged<SpindleThread>?
 
-    /// The thread this context belongs to, without a second thread-local lookup after the first.
+    /// A context for a thread that has not touched Spindle yet.
+    init() {}
+
+    /// The context of a thread about to be spawned (by the spawner, before `pthread_create`).
+    init(spawned thread: SpindleThread) { self.cachedThread = Unmanaged.passRetained(thread) }
+
+    deinit { self.cachedThread?.release() }
+
+    /// The thread this context belongs to (made on first use if Spindle did not spawn it).
     var thread: SpindleThread {
         if let thread = self.cachedThread { return thread.takeUnretainedValue() }
-        let thread = SpindleThread.current
-        self.cachedThread = Unmanaged.passUnretained(thread)
+        let thread = SpindleThread.identifyCallingThread()
+        self.cachedThread = Unmanaged.passRetained(thread)
         return thread
+    }
+
+    /// The calling thread's `SpindleThread` if it already has one; creates nothing (no context either).
+    static var knownThread: SpindleThread? {
+        guard let raw = cshim_tls_context_get() else { return nil }
+        return Unmanaged<ThreadContext>.fromOpaque(raw).takeUnretainedValue().cachedThread?.takeUnretainedValue()
     }
 
     /// This thread's priority: one atomic load, without retaining the thread object.
@@ -70,6 +92,14 @@ final class ThreadContext {
         }, "pthread_key_create")
         return key
     }()
+
+    /// First thing on a new Spindle thread: makes `raw` (a context the spawner passed retained) this thread's
+    /// context; the pthread key takes over that reference.
+    static func installSpawned(_ raw: UnsafeMutableRawPointer) -> ThreadContext {
+        checkPthread(pthread_setspecific(ThreadContext.key, raw), "pthread_setspecific")
+        cshim_tls_context_set(raw)
+        return Unmanaged<ThreadContext>.fromOpaque(raw).takeUnretainedValue()
+    }
 
     @inline(never)
     private static func install() -> ThreadContext {

@@ -10,11 +10,21 @@ import Synchronization
 /// - `lifecycle` is an atomic: `.created` → `.running` → `.exited` (forward only; set by the thread itself);
 ///   `joinState` is an atomic: `.joinable` → `.joined` (by `join()`), or `.detached` from the start.
 /// - `nameValue` is under `fieldsLock` (inline); `priorityBits` is an atomic (read lock-free on every operation
-///   start). Any thread may read or set them; applying them to the kernel happens under `kernelLock`.
+///   start). Any thread may read or set them; applying them to the kernel happens under `kernelLock` (inline,
+///   held only around a few syscalls). Lock order: `kernelLock` before `fieldsLock`.
+/// - `startBody` / `startEntry`: written by the spawner before `pthread_create` (which orders them before the new
+///   thread's first instruction), then taken and cleared by the new thread itself; nobody else touches them.
 ///
-/// Lifetime: a spawned thread keeps its `SpindleThread` alive until it exits (it is its `current`). A joinable
-/// thread must be joined; one released without `join()` is reported on standard error, counted in
-/// `unjoinedReleaseCount`, and detached so that its resources are freed anyway.
+/// Start-up of a spawned thread (all before its body runs, in this order): it becomes its own `current` (its
+/// `ThreadContext`, made by the spawner, is installed), then under `kernelLock` publishes handle, kernel id and
+/// `.running`, gives the kernel its name (`prctl`) and sets its nice value if the inherited one differs. Three
+/// syscalls: `gettid`, `prctl(PR_SET_NAME)`, `getpriority` (plus `setpriority` when the creator's nice value was
+/// not the one wanted). So the name is in /proc and the priority applied before any user code runs there.
+///
+/// Lifetime: a spawned thread keeps its `SpindleThread` alive until it exits (its `ThreadContext`, released at
+/// thread exit, holds it: it is its `current`). A joinable thread must be joined; one released without `join()`
+/// is reported on standard error, counted in `unjoinedReleaseCount`, and detached so that its resources are freed
+/// anyway.
 public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     private enum Lifecycle: UInt8 { case created = 0, running = 1, exited = 2 }
     private enum JoinState: UInt8 { case joinable = 0, joined = 1, detached = 2 }
@@ -26,9 +36,13 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     private let joinState: Atomic<UInt8>
     private let fieldsLock = InlineLock()
     /// Held while applying the name or nice value to the kernel, and while the thread marks itself exited, so a
-    /// setter and the thread's own start-up cannot undo each other and no setter touches an exited thread.
-    private let kernelLock = SpindleMutex(.normal)
-    private var nameValue: String  // protected by fieldsLock
+    /// setter and the thread's own start-up cannot undo each other and no setter touches an exited thread. Inline
+    /// (no allocation per thread): held only around short syscalls (prctl, get/setpriority, a /proc comm write).
+    private let kernelLock = InlineLock()
+    private var nameValue: String  // protected by fieldsLock (written with kernelLock held too)
+    /// What a spawned thread runs (one of the two): see the type's confinement notes.
+    private var startBody: (() -> Void)?
+    private var startEntry: (any SpawnedThreadEntry)?
     private let priorityBits = Atomic<UInt64>((0.5).bitPattern)
     /// Whether this is the process's main thread.
     public let isMain: Bool
@@ -38,14 +52,14 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: - Current and main thread
 
-    private static let currentSlot = SpindleThreadLocal<SpindleThread?>(initial: { nil })
+    /// The thread calling this: the same object on every access from one thread. One thread-local load once
+    /// known (the calling thread's `ThreadContext` holds it).
+    public static var current: SpindleThread { ThreadContext.current.thread }
 
-    /// The thread calling this: the same object on every access from one thread.
-    public static var current: SpindleThread {
-        if let thread = currentSlot.value { return thread }
-        let thread: SpindleThread = cshim_gettid() == getpid() ? SpindleThread.main : SpindleThread(adopting: ())
-        currentSlot.value = thread
-        return thread
+    /// The `SpindleThread` of a calling thread that has none yet: the main thread's object, or a new adopted one.
+    /// Only `ThreadContext` calls this, once per thread, and keeps the result.
+    static func identifyCallingThread() -> SpindleThread {
+        cshim_gettid() == getpid() ? SpindleThread.main : SpindleThread(adopting: ())
     }
 
     /// The process's main thread (the one whose kernel id is the process id).
@@ -103,16 +117,6 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: - Spawning
 
-    /// What the trampoline needs; passed retained through the C context pointer.
-    fileprivate final class StartBox {
-        let body: () -> Void
-        let thread: SpindleThread
-        init(body: @escaping () -> Void, thread: SpindleThread) {
-            self.body = body
-            self.thread = thread
-        }
-    }
-
     /// The smallest stack Spindle asks for: PTHREAD_STACK_MIN rounded up to whole pages.
     public static var minimumStackSize: Int {
         let page = max(sysconf(Int32(_SC_PAGESIZE)), 4096)
@@ -130,18 +134,26 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     @discardableResult
     public static func detach(name: String = "spindle", stackSize: Int? = nil, priority: Double = 0.5,
                               _ body: @escaping @Sendable () -> Void) throws(SpindleError) -> SpindleThread {
-        try spawn(name: name, stackSize: stackSize, priority: priority, detached: true, body)
+        try spawn(name: name, stackSize: stackSize, priority: priority, detached: true, body: body, entry: nil)
+    }
+
+    /// Starts a detached thread that runs `entry.runOnSpawnedThread()`: `detach` without a closure to allocate (a
+    /// concurrent operation's start). Default stack size and priority. Throws as `detach`.
+    static func detach(name: String, entry: any SpawnedThreadEntry) throws(SpindleError) {
+        _ = try spawn(name: name, stackSize: nil, priority: 0.5, detached: true, body: nil, entry: entry)
     }
 
     /// Starts a joinable thread running `body`. Call `join()` on the result exactly once.
     /// Parameters and errors as for `detach`.
     public static func spawnJoinable(name: String = "spindle", stackSize: Int? = nil, priority: Double = 0.5,
                                      _ body: @escaping @Sendable () -> Void) throws(SpindleError) -> SpindleThread {
-        try spawn(name: name, stackSize: stackSize, priority: priority, detached: false, body)
+        try spawn(name: name, stackSize: stackSize, priority: priority, detached: false, body: body, entry: nil)
     }
 
     private static func spawn(name: String, stackSize: Int?, priority: Double, detached: Bool,
-                              _ body: @escaping () -> Void) throws(SpindleError) -> SpindleThread {
+                              body: (() -> Void)?, entry: (any SpawnedThreadEntry)?) throws(SpindleError)
+        -> SpindleThread
+    {
         let cutName = truncatedName(name)
         let clamped = clampPriority(priority)
         var size = 0
@@ -152,14 +164,19 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
             if overflow { throw .system(function: "pthread_attr_setstacksize", errno: EINVAL) }
             size = padded / page * page
         }
-        // The object exists before the thread runs (it is `current` there); the handle is stored once known.
+        // The object exists before the thread runs (it is `current` there); the handle is stored once known. Its
+        // thread context is made here too and handed over retained: the new thread installs it as it is.
         let thread = SpindleThread(name: cutName, priority: clamped, detached: detached)
-        let context = Unmanaged.passRetained(StartBox(body: body, thread: thread))
+        thread.startBody = body
+        thread.startEntry = entry
+        let context = Unmanaged.passRetained(ThreadContext(spawned: thread))
         var handle = pthread_t()
         liveSpawned.add(1, ordering: .relaxed)
         let err = cshim_pthread_create(&handle, detached ? 1 : 0, size, spindleThreadEntry, context.toOpaque())
         if err != 0 {
             liveSpawned.subtract(1, ordering: .relaxed)
+            thread.startBody = nil  // the body's captures go now, not with the thread object
+            thread.startEntry = nil
             context.release()
             thread.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)  // nothing to join
             throw .system(function: "pthread_create", errno: err)
@@ -168,25 +185,40 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         return thread
     }
 
-    /// Runs on the new thread: publish identity, apply name and priority, run the body, clean up.
-    fileprivate static func run(_ box: StartBox) {
-        let thread = box.thread
-        currentSlot.value = thread
-        thread.kernelLock.withLock {
-            thread.handleStorage.store(UInt(pthread_self()), ordering: .releasing)
-            thread.tidStorage.store(cshim_gettid(), ordering: .releasing)
-            thread.lifecycle.store(Lifecycle.running.rawValue, ordering: .releasing)
-            let name = thread.name
-            if !name.isEmpty { _ = name.withCString { cshim_pthread_setname_np(pthread_self(), $0) } }
-            // Always set our own nice value: a new thread inherits its creator's, which may not be ours.
-            let tid = cshim_gettid()
-            let wanted = niceValue(forPriority: thread.priority)
-            if cshim_getpriority_thread(tid) != wanted { _ = cshim_setpriority_thread(tid, wanted) }
+    /// Runs on the new thread, its context already installed: publish identity, apply name and priority, run the
+    /// body, clean up.
+    fileprivate func runSpawned() {
+        let tid = cshim_gettid()
+        let me = pthread_self()
+        self.kernelLock.lock()
+        self.handleStorage.store(UInt(me), ordering: .releasing)
+        self.tidStorage.store(tid, ordering: .releasing)
+        self.lifecycle.store(Lifecycle.running.rawValue, ordering: .releasing)
+        let name = self.name
+        if !name.isEmpty { _ = name.withCString { cshim_pthread_setname_np(me, $0) } }
+        // Always set our own nice value: a new thread inherits its creator's, which may not be ours.
+        let wanted = SpindleThread.niceValue(forPriority: self.priority)
+        if cshim_getpriority_thread(tid) != wanted { _ = cshim_setpriority_thread(tid, wanted) }
+        self.kernelLock.unlock()
+        if let entry = self.startEntry {
+            self.startEntry = nil
+            entry.runOnSpawnedThread()
+        } else if let body = self.startBody {
+            self.startBody = nil  // the captures are released when the body returns
+            body()
         }
-        box.body()
-        thread.kernelLock.withLock { thread.lifecycle.store(Lifecycle.exited.rawValue, ordering: .releasing) }
-        liveSpawned.subtract(1, ordering: .releasing)
-        // `currentSlot` keeps `thread` alive until the thread-local destructor runs at thread exit.
+        self.kernelLock.lock()
+        self.lifecycle.store(Lifecycle.exited.rawValue, ordering: .releasing)
+        self.kernelLock.unlock()
+        SpindleThread.liveSpawned.subtract(1, ordering: .releasing)
+        // The thread context keeps `self` alive until its thread-local destructor runs at thread exit.
+    }
+
+    /// Runs `body` with `kernelLock` held.
+    private func withKernelLock<T>(_ body: () -> T) -> T {
+        self.kernelLock.lock()
+        defer { self.kernelLock.unlock() }
+        return body()
     }
 
     // MARK: - Joining
@@ -198,7 +230,7 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         if self.isMain || self.joinState.load(ordering: .acquiring) == JoinState.detached.rawValue {
             throw .threadNotJoinable(name: name)
         }
-        if self === SpindleThread.currentSlot.value { throw .joinSelf(name: name) }
+        if self === ThreadContext.knownThread { throw .joinSelf(name: name) }
         let (exchanged, original) = self.joinState.compareExchange(
             expected: JoinState.joinable.rawValue, desired: JoinState.joined.rawValue, ordering: .acquiringAndReleasing)
         if !exchanged {
@@ -240,7 +272,7 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
             // Store and apply under kernelLock: the thread's start-up applies the stored name under it too, and
             // marks itself exited under it, so the kernel ends with the last name set and no exited thread is hit.
             // pthread_setname_np failures (EPERM in containers) are ignored; the stored name still changes.
-            self.kernelLock.withLock {
+            self.withKernelLock {
                 self.fieldsLock.lock()
                 self.nameValue = cut
                 self.fieldsLock.unlock()
@@ -251,7 +283,7 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
                         SpindleThread.writeCommName(cut, tid: getpid())  // main's kernel id is the process id
                     }
                 } else if self.isAdopted {
-                    if SpindleThread.currentSlot.value === self {
+                    if ThreadContext.knownThread === self {
                         _ = cut.withCString { cshim_pthread_setname_np(pthread_self(), $0) }
                     }
                 } else {
@@ -273,11 +305,11 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     @discardableResult
     public func setPriority(_ value: Double) -> Bool {
         let clamped = SpindleThread.clampPriority(value)
-        return self.kernelLock.withLock {  // see `name`: the same rule for the nice value
+        return self.withKernelLock {  // see `name`: the same rule for the nice value
             self.priorityBits.store(clamped.bitPattern, ordering: .relaxed)
             let tid = self.threadID
             guard tid != 0, !self.isFinished else { return false }
-            if self.isAdopted && SpindleThread.currentSlot.value !== self { return false }
+            if self.isAdopted && ThreadContext.knownThread !== self { return false }
             return SpindleThread.applyNice(forPriority: clamped, tid: tid)
         }
     }
@@ -302,14 +334,22 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Cuts `name` to at most 15 bytes of UTF-8 without splitting a character's encoding; drops NUL bytes.
+    /// Allocates nothing: a name that already fits is returned as it is, a cut one is built in a 16-byte buffer.
     public static func truncatedName(_ name: String) -> String {
-        var bytes: [UInt8] = []
-        for scalar in name.unicodeScalars where scalar.value != 0 {
-            let encoded = Array(String(scalar).utf8)
-            if bytes.count + encoded.count > 15 { break }
-            bytes.append(contentsOf: encoded)
+        let utf8 = name.utf8
+        if utf8.count <= 15 && !utf8.contains(0) { return name }
+        var storage: (UInt64, UInt64) = (0, 0)
+        return withUnsafeMutableBytes(of: &storage) { buffer in
+            var length = 0
+            for scalar in name.unicodeScalars where scalar.value != 0 {
+                if length + UTF8.width(scalar) > 15 { break }
+                UTF8.encode(scalar) { byte in
+                    buffer[length] = byte
+                    length += 1
+                }
+            }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: buffer[..<length]), as: UTF8.self)
         }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The name in /proc/self/task/<tid>/comm (without the newline), or nil if it cannot be read.
@@ -341,15 +381,14 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     }
 }
 
-/// The C entry point of every Spindle thread: takes back the retained box and runs it.
-private func spindleThreadEntry(_ context: UnsafeMutableRawPointer?) {
-    let box = Unmanaged<AnyObject>.fromOpaque(context!).takeRetainedValue()
-    SpindleThread.runEntry(box)
+/// What a Spindle thread can run instead of a closure (see `SpindleThread.detach(name:entry:)`).
+protocol SpawnedThreadEntry: AnyObject {
+    /// Runs on the new thread once its start-up is done (name and priority applied); the thread ends after it.
+    func runOnSpawnedThread()
 }
 
-extension SpindleThread {
-    fileprivate static func runEntry(_ object: AnyObject) {
-        // swiftlint:disable:next force_cast
-        self.run(object as! StartBox)
-    }
+/// The C entry point of every Spindle thread: installs the thread context the spawner passed retained (its
+/// thread-local key takes over that reference) and runs the thread.
+private func spindleThreadEntry(_ context: UnsafeMutableRawPointer?) {
+    ThreadContext.installSpawned(context!).thread.runSpawned()
 }
