@@ -337,7 +337,7 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// Allocates nothing: a name that already fits is returned as it is, a cut one is built in a 16-byte buffer.
     public static func truncatedName(_ name: String) -> String {
         let utf8 = name.utf8
-        if utf8.count <= 15 && !utf8.contains(0) { return name }
+        if utf8.count <= 15 && utf8.withContiguousStorageIfAvailable({ !$0.contains(0) }) == true { return name }
         var storage: (UInt64, UInt64) = (0, 0)
         return withUnsafeMutableBytes(of: &storage) { buffer in
             var length = 0
