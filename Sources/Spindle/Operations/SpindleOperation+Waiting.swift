@@ -1,0 +1,66 @@
+/// Waiting for an operation (`waitUntilFinished`) and the finish path's last step, which releases the waiters.
+/// The waiters live in the operation's side object, under its lock; see `releaseWaiters` for the protocol that lets
+/// the finish path skip that lock when nobody ever waited.
+extension SpindleOperation {
+    /// Blocks until it has finished and everything after (completion block, dependents, its queue) is done.
+    /// - Throws: `waitOnSelf` when called from its own `main`.
+    public final func waitUntilFinished() throws(SpindleError) {
+        _ = try self.waitUntilFinished(until: .distantFuture)
+    }
+
+    /// As `waitUntilFinished()`, giving up after `timeout`; returns whether it finished. Zero or negative polls.
+    public final func waitUntilFinished(timeout: Duration) throws(SpindleError) -> Bool {
+        try self.waitUntilFinished(until: .after(timeout))
+    }
+
+    /// As `waitUntilFinished()`, giving up at `deadline`; returns whether it finished.
+    public final func waitUntilFinished(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
+        if self.currentState.isSettled { return true }
+        let context = ThreadContext.current
+        if context.operation === self || context.completing === self { throw .waitOnSelf(name: self.displayName) }
+        let semaphore = try! SpindleSemaphore(value: 0)
+        if !self.registerWaiter(semaphore) { return true }
+        if semaphore.wait(until: deadline) { return true }
+        // Timed out: withdraw, unless the finish path already took us (then its signal is on its way).
+        if self.withdrawWaiter(semaphore) { return false }
+        semaphore.wait()
+        return true
+    }
+
+    /// The last step of finishing: marks it settled and wakes everyone in `waitUntilFinished`. A waiter publishes
+    /// `hasWaiters` after registering and then looks at `settled` again; this sets `settled` and then looks at
+    /// `hasWaiters` (all sequentially consistent), so at least one of the two sees the other: either this takes
+    /// the waiter, or the waiter sees it settled and does not wait. Without waiters, no lock is taken.
+    final func releaseWaiters() {
+        self.state.bitwiseOr(OperationState.settledBit, ordering: .sequentiallyConsistent)
+        guard self.hasWaiters.load(ordering: .sequentiallyConsistent) else { return }
+        let waiters = self.withLocked { $0.takeWaiters() }
+        for waiter in waiters { waiter.signal() }
+    }
+
+    /// Registers `semaphore` to be signalled once it has settled. Returns false (registering nothing) if it has
+    /// already settled: no need to wait. See `releaseWaiters` for the protocol.
+    final func registerWaiter(_ semaphore: SpindleSemaphore) -> Bool {
+        let registered = self.withLocked { l -> Bool in
+            if self.currentState.isSettled { return false }
+            l.waiters.append(semaphore)
+            return true
+        }
+        guard registered else { return false }
+        self.hasWaiters.store(true, ordering: .sequentiallyConsistent)
+        if OperationState(raw: self.state.load(ordering: .sequentiallyConsistent)).isSettled {
+            _ = self.withdrawWaiter(semaphore)  // settled meanwhile; its signal, if any, lands on nobody
+            return false
+        }
+        return true
+    }
+
+    /// Removes a registered semaphore; false if the finish path already took it (its signal is then on its way).
+    final func withdrawWaiter(_ semaphore: SpindleSemaphore) -> Bool {
+        self.withLocked { l -> Bool in
+            guard let index = l.waiters.firstIndex(where: { $0 === semaphore }) else { return false }
+            l.waiters.remove(at: index)
+            return true
+        }
+    }
+}

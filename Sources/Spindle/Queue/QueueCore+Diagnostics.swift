@@ -1,0 +1,42 @@
+/// `QueueCore`'s diagnostics: a readable summary of the queue under its lock (see `QueueCore` for the guards).
+extension QueueCore {
+    /// Settings, counts, and every member not yet running with what it waits on.
+    func debugSummary() -> String {
+        self.withAdmittedLock {
+            var header = "SpindleOperationQueue '\(self.name)': width \(self.limit) (requested \(self.requestedLimit)), "
+                + "\(self.suspended ? "suspended" : "running"), members \(self.memberCount), running \(self.running), "
+                + "ready \(self.ready.count), threads \(self.threads.count) (parked \(self.parked)), "
+                + "held behind barriers \(self.held.count - self.heldHead), finished \(self.finishedCount)"
+            header += " (cancelled \(self.cancelledCount), failed \(self.failedCount)), high water "
+            header += "\(self.highWaterMembers)/\(self.highWaterRunning)"
+            if let capacity = self.capacity { header += ", capacity \(capacity) (\(self.fullPolicy))" }
+            var lines = [header]
+            var node = self.memberHead
+            while let link = node {
+                let op = link.takeUnretainedValue()
+                let s = op.currentState
+                var line = "  \(op.displayName): \(s.lifecycle)\(s.isCancelled ? ", cancelled" : "")"
+                if s.lifecycle == .enqueued {
+                    if op.isHeld {
+                        line += ", held behind a barrier"
+                    } else if s.isScheduled {
+                        line += ", ready (priority \(op.queuePriority))"
+                    } else {
+                        let waits = op.dependencies.filter { !$0.isFinished }.map(\.displayName)
+                        line += ", waits on \(s.pendingDependencies): \(waits.joined(separator: ", "))"
+                    }
+                    if s.propagatesFailure { line += ", cancels on a failed dependency" }
+                    if let deadline = op.deadline { line += ", deadline in \(deadline.remaining)" }
+                }
+                lines.append(line)
+                node = op.memberNext
+            }
+            for waiter in self.producers ?? [] {
+                let names = waiter.operations.prefix(4).map(\.displayName).joined(separator: ", ")
+                lines.append("  blocked producer adding \(waiter.operations.count): \(names)"
+                    + (waiter.operations.count > 4 ? ", …" : ""))
+            }
+            return lines.joined(separator: "\n")
+        }
+    }
+}
