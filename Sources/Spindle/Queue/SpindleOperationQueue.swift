@@ -63,9 +63,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         if !operation.isBarrier && core.servingRunLoop == nil {
             // The hot path: no queue lock. One operation lock, three compare-and-swaps, and the lock only when a
             // parked worker must be woken or a thread started.
-            core.pushToInbox(operation)
-            guard core.needsWakeAfterInboxPush() else { return }
-            core.lockAndAdmit()
+            self.pushClaimed(operation)
+            return
         } else {
             // Barriers and run-loop-served queues: admitted under the lock, after everything added before.
             core.lockAndAdmit()
@@ -169,8 +168,31 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     @discardableResult
     public func addOperation(_ block: consuming @escaping @Sendable () -> Void) -> SpindleBlockOperation {
         let op = SpindleBlockOperation(block)  // moved in: the block's captures are not retained again
-        try! self.addOperation(op)  // a new operation can always be added
+        let core = self.core
+        if core.boundedHint.load(ordering: .relaxed) || core.servingRunLoop != nil {
+            try! self.addOperation(op)  // a new operation can always be added
+            return op
+        }
+        // No other thread can see this operation before the inbox push publishes it: it is claimed without its
+        // lock or a compare-and-swap (what `claim` does, for a fresh idle operation).
+        op.state.store(OperationState.Lifecycle.enqueued.rawValue, ordering: .relaxed)
+        op.lockedState.queue = Unmanaged.passUnretained(self)
+        core.addOutstanding()
+        self.pushClaimed(op)
         return op
+    }
+
+    /// The hot path's second half: pushes a claimed, non-barrier operation on the inbox of a pool-served queue and
+    /// wakes a worker or starts a thread if needed (the queue lock only then).
+    @inline(__always)
+    private func pushClaimed(_ operation: SpindleOperation) {
+        let core = self.core
+        core.pushToInbox(operation)
+        guard core.needsWakeAfterInboxPush() else { return }
+        core.lockAndAdmit()
+        let action = core.wakeOrSpawnLocked()
+        core.lock.unlock()
+        core.perform(action)
     }
 
     /// Adds a barrier: `block` runs after every operation added before it has finished, alone, and operations
