@@ -17,7 +17,9 @@ import Synchronization
 ///   priority, cancellation reason, armed deadline entry) and `dependentsReleased`.
 /// - queue fields (`nextLink` once admitted, `bucketPrev`, `bucketLevel`, `memberNext`, `memberPrev`, `isBarrier`,
 ///   `isHeld`, `isAdmitted`, `queueHoldsReference`, `isTimed`): guarded by the owning queue's lock. Before
-///   admission `nextLink` is the inbox link, written by the adding thread before its push publishes it.
+///   admission `nextLink` is the inbox link, written by the adding thread before its push publishes it; once a
+///   worker has claimed it from its reservation, or taken it and run it, `nextLink` is that worker's (chaining
+///   the operations whose bookkeeping it does together).
 /// - `hasObservers`, `hasThreadPriority`, `priorityStorage`: atomics; the first two are hints whose truth is in
 ///   `extras` (under `lockWord`).
 ///

@@ -3,20 +3,23 @@ import CShim
 /// The worker side of `QueueCore`: deciding whom to wake, the workers' loop, and the run-loop-served variant.
 ///
 /// A worker is in one of three states (all transitions under `lock`):
-/// - BUSY: it took an operation (`running += 1`) and runs it outside the lock;
+/// - BUSY: it took an operation (`running += 1`) and runs it outside the lock, then the operations it reserved
+///   with it, if any (see `QueueCore+Batches`), in the same slot;
 /// - SPINNING (`spinning == 1`, at most one worker): it found nothing to run and polls `pushes` without the lock
 ///   for a few microseconds, because waking a parked thread costs tens of microseconds on a virtual machine and
 ///   work often arrives sooner. While a worker spins, events wake nobody: the spinner takes the work and wakes
 ///   the next worker itself if more is ready. It always looks again under the lock before parking, so no push is
 ///   missed;
 /// - PARKED (`parked += 1`): waiting on `workAvailable`; `wakeupsInFlight` counts signals not yet consumed.
+/// A worker with nothing runnable first takes back other workers' unclaimed reservations, if a slot is free.
 /// BUSY → SPINNING (nothing runnable, and it did not just spin) → BUSY (work arrived) or PARKED (budget spent,
 /// still nothing) → BUSY (signalled) … → exit when `shuttingDown`.
 ///
 /// Finishing on a worker: a synchronous operation that finishes on the worker running it defers its queue
 /// bookkeeping (`ThreadContext.deferrable`) to the worker, which does it under the same lock acquisition that
 /// takes the next operation, then releases the finished operation's waiters before running the next one. One
-/// lock round trip per operation instead of two; the order (bookkeeping, then waiters) is unchanged.
+/// lock round trip per operation instead of two (per batch, with reservations); the order (bookkeeping, then
+/// waiters) is unchanged.
 extension QueueCore {
     /// `spawn` carries the reserved slot's index, which names the thread (`spindle.wN`).
     enum WakeAction { case none, signal, spawn(Int), performOnRunLoop }
@@ -105,17 +108,21 @@ extension QueueCore {
     private func workerLoop() {
         let context = ThreadContext.current
         context.workerOf = self
-        var finished: Unmanaged<SpindleOperation>? = nil  // bookkeeping done, waiters not yet released; owned
+        let reservation = Reservation()
+        // Bookkeeping done, waiters not yet released; owned. A chain through `nextLink` after a batch.
+        var finished: Unmanaged<SpindleOperation>? = nil
         var drops = 0  // operations through the bookkeeping here, not yet dropped from `outstanding`
         var drainWaiters: [SpindleSemaphore]? = nil  // async queue waiters to signal with `finished`'s waiters
         var dropped: Unmanaged<SpindleOperation>? = nil  // a reference to release once unlocked
         var maySpin = true
         self.lock.lock()
+        self.reservations.append(reservation)
         while !self.shuttingDown {
             self.drainInboxLocked()
             if self.canDispatchLocked {
                 // BUSY
                 let op = self.takeNextLocked()  // the queue's reference is ours now
+                self.reserveLocked(reservation)
                 let chained = self.wakeOrSpawnLocked()
                 self.lock.unlock()
                 self.perform(chained)
@@ -125,13 +132,20 @@ extension QueueCore {
                     drops = 0
                 }
                 context.queue = self.handle
-                context.deferrable = op.toOpaque()
-                op._withUnsafeGuaranteedRef { self.run($0) }
+                let deferredFinish = self.runOnWorker(op, context)
+                var doneHead: Unmanaged<SpindleOperation>? = nil
+                var doneTail: Unmanaged<SpindleOperation>? = nil
+                while let next = self.claimReserved(reservation) {
+                    let done = self.runOnWorker(next, context)
+                    precondition(done, "QueueCore: a reserved block operation did not finish on its worker")
+                    if let tail = doneTail { tail._withUnsafeGuaranteedRef { $0.nextLink = next } } else {
+                        doneHead = next
+                    }
+                    doneTail = next
+                }
                 context.queue = nil
-                context.deferrable = nil
-                let deferredFinish = context.deferredFinish
-                context.deferredFinish = false
                 self.lock.lock()
+                self.settleReservationLocked(reservation)
                 if deferredFinish {
                     // It finished here and left us its queue bookkeeping.
                     drainWaiters = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake }
@@ -146,8 +160,28 @@ extension QueueCore {
                     }
                     if !member { dropped = op }
                 }
+                if let doneHead {
+                    var node: Unmanaged<SpindleOperation>? = doneHead
+                    while let link = node {
+                        let wake = link._withUnsafeGuaranteedRef { x -> [SpindleSemaphore]? in
+                            node = x.nextLink
+                            x.bucketLevel = ReadyBuckets.noLevel
+                            return self.unlinkFinishedLocked(x, freesSlot: false).wake
+                        }
+                        if let wake { drainWaiters = (drainWaiters ?? []) + wake }
+                        drops += 1
+                    }
+                    if let first = finished {
+                        first._withUnsafeGuaranteedRef { $0.nextLink = doneHead }
+                    } else {
+                        finished = doneHead
+                    }
+                }
                 maySpin = true
                 continue
+            }
+            if !self.suspended && self.running < self.limit && self.reclaimReservationsLocked() {
+                continue  // another worker's reserved operations are back in the buckets: run them
             }
             if finished != nil || dropped != nil {
                 self.lock.unlock()
@@ -195,6 +229,7 @@ extension QueueCore {
             self.parkedHint.store(self.parked > 0, ordering: .sequentiallyConsistent)
             maySpin = true
         }
+        self.reservations.removeAll { $0 === reservation }
         self.lock.unlock()
         self.releaseFinished(&finished, &drainWaiters, &dropped)
         if drops > 0 { self.dropOutstanding(drops) }
@@ -208,9 +243,13 @@ extension QueueCore {
         _ finished: inout Unmanaged<SpindleOperation>?, _ drainWaiters: inout [SpindleSemaphore]?,
         _ dropped: inout Unmanaged<SpindleOperation>?
     ) {
-        if let op = finished {
-            finished = nil
-            op._withUnsafeGuaranteedRef { $0.releaseWaiters() }
+        while let op = finished {
+            finished = op._withUnsafeGuaranteedRef { op in
+                let next = op.nextLink
+                op.nextLink = nil
+                op.releaseWaiters()
+                return next
+            }
             op.release()
         }
         if let waiters = drainWaiters {
@@ -221,6 +260,17 @@ extension QueueCore {
             dropped = nil
             op.release()
         }
+    }
+
+    /// Runs `op` on this worker; returns whether it finished here (leaving its queue bookkeeping to the worker).
+    @inline(__always)
+    private func runOnWorker(_ op: Unmanaged<SpindleOperation>, _ context: ThreadContext) -> Bool {
+        context.deferrable = op.toOpaque()
+        op._withUnsafeGuaranteedRef { self.run($0) }
+        context.deferrable = nil
+        let deferredFinish = context.deferredFinish
+        context.deferredFinish = false
+        return deferredFinish
     }
 
     /// Pops the best ready operation, moves it to `dispatching` and takes a slot; the queue's reference to it

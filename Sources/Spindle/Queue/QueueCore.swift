@@ -16,7 +16,8 @@ import Synchronization
 /// Scheduling, O(1) per event, no rescans:
 /// - an operation that is not ready costs nothing until its readiness count reaches zero (or it is cancelled);
 ///   then it claims its `scheduled` bit and `scheduleReady` pushes it into `ready`;
-/// - a worker takes the highest-priority ready operation when `running < limit` and not suspended;
+/// - a worker takes the highest-priority ready operation when `running < limit` and not suspended, and with a
+///   long backlog reserves the next few for the same slot (`QueueCore+Batches`);
 /// - each event that makes one operation runnable wakes one parked worker, or spawns a thread if none is idle
 ///   and fewer than `limit` exist (`wakeOrSpawnLocked`).
 ///
@@ -27,8 +28,8 @@ import Synchronization
 /// References: the queue holds exactly one retained reference to each operation from the moment it is added (the
 /// inbox push, or admission under the lock) until it has finished and been unlinked, and moves that one reference
 /// around instead of retaining and releasing on each step (links are unmanaged). Its owner is the member list while
-/// `op.queueHoldsReference` is set (from admission until a worker takes the operation), then the worker that runs
-/// it. A worker whose operation finished on its thread unlinks it and drops the reference after unlocking. One
+/// `op.queueHoldsReference` is set (from admission until a worker takes or reserves the operation), then the
+/// worker that runs it (a reservation taken back into the buckets gives it back to the member list). A worker whose operation finished on its thread unlinks it and drops the reference after unlocking. One
 /// whose operation is still running when `start()` returns (a concurrent operation) gives the reference back to the
 /// member list (sets `queueHoldsReference`) if the operation is still a member, or drops it if it was unlinked
 /// meanwhile; the finish path's `operationDidFinish` drops it when the list owns it. All under `lock`; no reference
@@ -71,6 +72,12 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var spinning = 0
     /// Counts pushes into `ready`; a spinning worker polls it without the lock. Atomic.
     let pushes = Atomic<Int>(0)
+    /// Workers' reservations (see `QueueCore+Batches`), and how many may hold operations. Under `lock`.
+    @exclusivity(unchecked) var reservations: [Reservation] = []
+    @exclusivity(unchecked) var reservationHolders = 0
+    @exclusivity(unchecked) var reservedTotal = 0  // operations ever reserved (diagnostics and tests)
+    /// Bumped when reserved operations must give way (see `QueueCore+Batches`). Atomic.
+    let batchEpoch = Atomic<Int>(0)
     /// Async drain waiters (`waitUntilAllOperationsAreFinished() async`), each signalled once when the queue
     /// drains; nil (not empty) whenever there are none, so the finish path tests one rarely-set field. Under `lock`.
     @exclusivity(unchecked) var asyncDrainWaiters: [SpindleSemaphore]? = nil
@@ -113,6 +120,9 @@ final class QueueCore: @unchecked Sendable {
     let canSpawnHint = Atomic<Bool>(true)
     /// `capacity != nil`, for `addOperation`'s one test before its lock-free path. Written under `lock`.
     let boundedHint = Atomic<Bool>(false)
+    /// At most the lowest bucket level of any reserved operation (`QueueCore+Batches`); `noFloor` when none has
+    /// been reserved since the queue last had no members. Written under `lock`, read by adding threads.
+    let reservedFloor = Atomic<Int>(QueueCore.noFloor)
     private let padAfter: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
 
     init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil) {
@@ -286,7 +296,8 @@ final class QueueCore: @unchecked Sendable {
     /// longer) a member, or already taken by a worker: safe to call for a stale request. Caller holds `lock`.
     func pushLocked(_ link: Unmanaged<SpindleOperation>, announce: Bool = true) {
         let level = link._withUnsafeGuaranteedRef { op -> Int in
-            guard op.isAdmitted, !op.isHeld, op.bucketLevel < 0, op.currentState.lifecycle == .enqueued else {
+            guard op.isAdmitted, !op.isHeld, op.bucketLevel == ReadyBuckets.noLevel, op.currentState.lifecycle == .enqueued
+            else {
                 return -1
             }
             return op.isBarrier ? ReadyBuckets.barrierLevel : op.queuePriority.bucket
@@ -294,6 +305,7 @@ final class QueueCore: @unchecked Sendable {
         guard level >= 0 else { return }
         self.ready.push(link, level: level)
         if announce { self.pushes.add(1, ordering: .relaxed) }  // tells a spinning worker to look
+        self.noteReady(level: level)
     }
 
     /// Right after admission: push it if someone already claimed its scheduled bit (a cancel or a finishing
@@ -351,7 +363,11 @@ final class QueueCore: @unchecked Sendable {
     /// `lock`; the caller decides who runs next, and signals the semaphores this returns (async drain waiters,
     /// granted producers) after unlocking (their tasks may add work to this queue). `dropsReference`: the member
     /// list owned the queue's reference to `op`, which the caller must release after unlocking.
-    func unlinkFinishedLocked(_ op: SpindleOperation) -> (wake: [SpindleSemaphore]?, dropsReference: Bool) {
+    ///
+    /// `freesSlot`: false for an operation a worker ran from its reserved batch, which never took a slot of its own.
+    func unlinkFinishedLocked(_ op: SpindleOperation, freesSlot: Bool = true) -> (
+        wake: [SpindleSemaphore]?, dropsReference: Bool
+    ) {
         let prev = op.memberPrev
         let next = op.memberNext
         if let prev { prev._withUnsafeGuaranteedRef { $0.memberNext = next } } else { self.memberHead = next }
@@ -362,7 +378,7 @@ final class QueueCore: @unchecked Sendable {
         let dropsReference = op.queueHoldsReference
         op.queueHoldsReference = false
         self.memberCount -= 1
-        self.running -= 1
+        if freesSlot { self.running -= 1 }
         self.finishedCount += 1
         let s = op.currentState
         if s.isCancelled { self.cancelledCount += 1 }
@@ -377,6 +393,10 @@ final class QueueCore: @unchecked Sendable {
         var wake: [SpindleSemaphore]? = nil
         if self.producers != nil { wake = self.grantProducersLocked() }  // room for blocked producers
         if self.memberCount == 0 {
+            // Nothing is reserved now: newly ready operations need not check reservations until one is made.
+            if self.reservedFloor.load(ordering: .relaxed) != QueueCore.noFloor {
+                self.reservedFloor.store(QueueCore.noFloor, ordering: .relaxed)
+            }
             self.drained.broadcast()
             if self.asyncDrainWaiters != nil { wake = (wake ?? []) + self.takeAsyncDrainWaitersLocked() }
         }

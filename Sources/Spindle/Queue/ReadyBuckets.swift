@@ -6,6 +6,11 @@
 struct ReadyBuckets {
     typealias Link = Unmanaged<SpindleOperation>
     static let barrierLevel = 5
+    /// `bucketLevel` of an operation in no bucket.
+    static let noLevel: Int8 = -1
+    /// `bucketLevel` of an operation a worker has reserved to run next (see `QueueCore.reserveBatchLocked`): out of
+    /// the buckets, still `enqueued`, and not to be pushed again.
+    static let reservedLevel: Int8 = -2
     private var heads: (Link?, Link?, Link?, Link?, Link?, Link?) = (nil, nil, nil, nil, nil, nil)
     private var tails: (Link?, Link?, Link?, Link?, Link?, Link?) = (nil, nil, nil, nil, nil, nil)
     /// Operations in all buckets.
@@ -61,7 +66,7 @@ struct ReadyBuckets {
     /// Appends `op` at the end of `level`.
     mutating func push(_ link: Link, level: Int) {
         link._withUnsafeGuaranteedRef { op in
-            precondition(op.bucketLevel < 0, "ReadyBuckets: operation pushed twice")
+            precondition(op.bucketLevel == ReadyBuckets.noLevel, "ReadyBuckets: operation pushed twice")
             op.bucketLevel = Int8(level)
             op.nextLink = nil
             op.bucketPrev = self.tail(level)
@@ -76,13 +81,32 @@ struct ReadyBuckets {
         self.count += 1
     }
 
+    /// The first operation of the highest non-empty level, left in place.
+    @inline(__always)
+    func peekHighest() -> Link? {
+        guard self.nonEmpty != 0 else { return nil }
+        return self.head(7 - self.nonEmpty.leadingZeroBitCount)
+    }
+
     /// Takes the first operation of the highest non-empty level.
     mutating func popHighest() -> Link? {
-        guard self.nonEmpty != 0 else { return nil }
-        let level = 7 - self.nonEmpty.leadingZeroBitCount
-        let link = self.head(level)!
+        guard let link = self.peekHighest() else { return nil }
         self.remove(link)
         return link
+    }
+
+    /// Puts `op` back at the front of `level` (a worker returning operations it reserved but did not start).
+    mutating func pushFront(_ link: Link, level: Int) {
+        let first = self.head(level)
+        link._withUnsafeGuaranteedRef { op in
+            op.bucketLevel = Int8(level)
+            op.nextLink = first
+            op.bucketPrev = nil
+        }
+        if let first { first._withUnsafeGuaranteedRef { $0.bucketPrev = link } } else { self.setTail(level, link) }
+        self.setHead(level, link)
+        self.nonEmpty |= 1 << UInt8(level)
+        self.count += 1
     }
 
     /// Unlinks `op` from its level.

@@ -64,6 +64,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             // The hot path: no queue lock. One operation lock, three compare-and-swaps, and the lock only when a
             // parked worker must be woken or a thread started.
             self.pushClaimed(operation)
+            core.noteReady(level: operation.queuePriority.bucket)
             return
         } else {
             // Barriers and run-loop-served queues: admitted under the lock, after everything added before.
@@ -179,6 +180,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         op.lockedState.queue = Unmanaged.passUnretained(self)
         core.addOutstanding()
         self.pushClaimed(op)
+        if core.reservedFloor.load(ordering: .relaxed) < SpindleOperation.QueuePriority.normal.bucket { core.invalidateReservations() }
         return op
     }
 
@@ -224,6 +226,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         let actions = core.withAdmittedLock { () -> [QueueCore.WakeAction] in
             core.requestedLimit = value
             core.limit = QueueCore.resolve(value)
+            core.invalidateReservations()
             core.updateSpawnHintLocked()
             return core.collectWakeActionsLocked()
         }
@@ -237,6 +240,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             let core = self.core
             let actions = core.withAdmittedLock { () -> [QueueCore.WakeAction] in
                 core.suspended = newValue
+                core.invalidateReservations()
                 return newValue ? [] : core.collectWakeActionsLocked()
             }
             for action in actions { core.perform(action) }

@@ -1,0 +1,160 @@
+import Synchronization
+
+/// Reservations: a worker that takes an operation while a long backlog is ready also reserves the next few, and
+/// runs them one after another without going back to the lock in between. One lock acquisition (and one round of
+/// bookkeeping) then serves up to `batchSize` operations, which is what lets two workers drain a fast producer's
+/// stream of tiny operations without taking turns on the lock for each one.
+///
+/// What a reserved operation is: out of its bucket (`bucketLevel == ReadyBuckets.reservedLevel`), still
+/// `enqueued` and scheduled (so it can go back), still a member, and its queue reference is held by the worker's
+/// `Reservation` (not the member list). The worker moves it to `dispatching` only when it claims it, just before
+/// calling `start()`; it runs in that worker's slot (`running` counts the worker once, not each operation).
+///
+/// Only when it cannot change what users see:
+/// - only while at least `batchThresholdPerSlot` ready operations per slot remain in the buckets, so the other
+///   workers have plenty to do;
+/// - only plain `SpindleBlockOperation`s (not subclasses), which always finish on the thread that starts them, with
+///   nobody waiting on them yet;
+/// - a worker that runs out of work takes every other worker's unclaimed reservations back into the buckets before
+///   it spins or parks (`reclaimReservationsLocked`), so reserved work never waits behind a worker's long operation
+///   while a slot is free;
+/// - anything that changes which operation should start next bumps `batchEpoch`: suspending, a width change, or an
+///   operation becoming ready at a higher priority than the lowest one reserved (`reservedFloor`: at most the
+///   lowest level reserved since the queue last had no members; the adding thread reads it without the lock). A
+///   worker checks the epoch before claiming each reservation and, if it moved, returns the rest to the front of
+///   their buckets.
+///
+/// Guards: a `Reservation`'s `slots`, `count`, `epoch` and `mayHold` are under the queue's `lock`; its `next` is
+/// atomic: the owner claims slot `next` by compare-and-swap without the lock, a reclaiming thread (under `lock`)
+/// takes all the rest with one exchange, so each slot is claimed exactly once. States of a reservation: empty
+/// (`next == count`) → filled (under lock, by its owner, only when empty) → drained by claims and/or one reclaim
+/// → empty.
+final class Reservation: @unchecked Sendable {
+    @exclusivity(unchecked) var slots: [Unmanaged<SpindleOperation>?] = Array(repeating: nil, count: QueueCore.batchSize)
+    @exclusivity(unchecked) var count = 0
+    @exclusivity(unchecked) var epoch = 0
+    /// Counted in `QueueCore.reservationHolders`: it may hold unclaimed operations.
+    @exclusivity(unchecked) var mayHold = false
+    let next = Atomic<Int>(0)
+}
+
+extension QueueCore {
+    /// Operations a worker runs per lock acquisition at most, counting the one it takes (so `batchSize - 1` are
+    /// reserved).
+    static let batchSize = 8
+    /// Reserve only while at least this many ready operations per slot (`limit`) remain in the buckets.
+    static let batchThresholdPerSlot = 16
+    /// `reservedFloor` when nothing is reserved: above every bucket level.
+    static let noFloor = 6
+
+    /// After `takeNextLocked`: fills this worker's empty reservation with the next ready operations if the
+    /// backlog is long enough and they qualify (see above). Caller holds `lock`.
+    func reserveLocked(_ reservation: Reservation) {
+        let threshold = self.limit * QueueCore.batchThresholdPerSlot
+        guard self.ready.count > threshold else { return }
+        var count = 0
+        var floor = self.reservedFloor.load(ordering: .relaxed)
+        while count < QueueCore.batchSize - 1 && self.ready.count > threshold, let link = self.ready.peekHighest() {
+            let level = link._withUnsafeGuaranteedRef { op -> Int in
+                guard type(of: op) == SpindleBlockOperation.self, !op.isBarrier,
+                    !op.hasWaiters.load(ordering: .relaxed)
+                else { return -1 }
+                return Int(op.bucketLevel)
+            }
+            guard level >= 0 else { break }
+            self.ready.remove(link)
+            link._withUnsafeGuaranteedRef { op in
+                op.bucketLevel = ReadyBuckets.reservedLevel
+                op.queueHoldsReference = false  // the reservation holds it now
+                if op.isTimed { self.recordWaitLocked(op) }
+            }
+            reservation.slots[count] = link
+            count += 1
+            floor = min(floor, level)
+        }
+        guard count > 0 else { return }
+        if floor != self.reservedFloor.load(ordering: .relaxed) {
+            self.reservedFloor.store(floor, ordering: .sequentiallyConsistent)
+        }
+        reservation.count = count
+        reservation.epoch = self.batchEpoch.load(ordering: .sequentiallyConsistent)
+        reservation.next.store(0, ordering: .releasing)
+        reservation.mayHold = true
+        self.reservationHolders += 1
+        self.reservedTotal += count
+    }
+
+    /// The owner claims its next reserved operation and moves it to `dispatching`; nil when none is left (all
+    /// claimed, reclaimed by another worker, or returned here because `batchEpoch` moved). Without the lock,
+    /// except to return them.
+    func claimReserved(_ reservation: Reservation) -> Unmanaged<SpindleOperation>? {
+        let index = reservation.next.load(ordering: .acquiring)
+        guard index < reservation.count else { return nil }
+        if self.batchEpoch.load(ordering: .sequentiallyConsistent) != reservation.epoch {
+            self.lock.withLock { self.returnReservationLocked(reservation) }
+            return nil
+        }
+        let (won, _) = reservation.next.compareExchange(
+            expected: index, desired: index + 1, ordering: .acquiringAndReleasing)
+        guard won, let link = reservation.slots[index] else { return nil }
+        link._withUnsafeGuaranteedRef { op in
+            var s = op.currentState
+            while let next = s.dispatching() {
+                let (done, seen) = op.state.compareExchange(
+                    expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+                if done { break }
+                s = OperationState(raw: seen)
+            }
+        }
+        return link
+    }
+
+    /// Puts a reservation's unclaimed operations back at the front of their buckets, in order, and marks it empty.
+    /// Caller holds `lock`.
+    func returnReservationLocked(_ reservation: Reservation) {
+        if reservation.mayHold {
+            reservation.mayHold = false
+            self.reservationHolders -= 1
+        }
+        let from = reservation.next.exchange(reservation.count, ordering: .acquiringAndReleasing)
+        guard from < reservation.count else { return }
+        var index = reservation.count - 1
+        while index >= from {
+            let link = reservation.slots[index]!
+            link._withUnsafeGuaranteedRef { op in
+                op.queueHoldsReference = true  // the member list's again
+                self.ready.pushFront(link, level: op.queuePriority.bucket)
+            }
+            index -= 1
+        }
+        self.pushes.add(1, ordering: .relaxed)
+    }
+
+    /// A worker found nothing to run: take every worker's unclaimed reservations back into the buckets. Returns
+    /// whether it did anything. Caller holds `lock`.
+    func reclaimReservationsLocked() -> Bool {
+        guard self.reservationHolders > 0 else { return false }
+        for reservation in self.reservations where reservation.mayHold {
+            self.returnReservationLocked(reservation)
+        }
+        return true
+    }
+
+    /// The owner, back under the lock after its batch: its reservation is empty now. Caller holds `lock`.
+    @inline(__always)
+    func settleReservationLocked(_ reservation: Reservation) {
+        if reservation.mayHold { self.returnReservationLocked(reservation) }
+    }
+
+    /// Something changed which operation should start next (see above). Caller holds `lock` or not.
+    @inline(__always)
+    func invalidateReservations() {
+        self.batchEpoch.add(1, ordering: .sequentiallyConsistent)
+    }
+
+    /// After an operation at bucket `level` became ready: reservations of lower levels must give way.
+    @inline(__always)
+    func noteReady(level: Int) {
+        if level > self.reservedFloor.load(ordering: .sequentiallyConsistent) { self.invalidateReservations() }
+    }
+}
