@@ -6,19 +6,24 @@ import Synchronization
 /// starts the next, so short blocks are mostly run by the operation's own thread, while blocks that block get a
 /// thread each. Helper threads exit as soon as no block is left (none is kept).
 ///
-/// Guards: `first` and the further blocks (`extras.moreBlocks`) are under the operation's own `lockWord`; they are
-/// frozen once the operation starts (`addExecutionBlock` then throws). The first block is stored inline, so a
-/// one-block operation is one allocation of 120 bytes (plus the block's captures). A run with several blocks
+/// Guards: `first` (the block given to `init`, if any) is immutable; the blocks added later (`extras.moreBlocks`)
+/// are under the operation's own `lockWord` and frozen once the operation starts (`addExecutionBlock` then
+/// throws). The first block is stored inline, so a one-block operation is one allocation of 120 bytes (plus the
+/// block's captures); being a `let`, it is called borrowed, without retaining and releasing its captures (which
+/// the adding thread may be touching too). A run with several blocks
 /// shares them through a `BlockRun` (see there).
 open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
-    @exclusivity(unchecked) private var first: (@Sendable () -> Void)? = nil  // protected by lockWord
+    private let first: (@Sendable () -> Void)?
 
     /// The most helper threads one block operation uses at once (the other blocks wait their turn).
     public static let maximumHelperThreads = 64
 
 
     /// An operation with no blocks yet (add them with `addExecutionBlock`).
-    public override init() { super.init() }
+    public override init() {
+        self.first = nil
+        super.init()
+    }
 
     /// An operation with one block.
     public init(_ block: @escaping @Sendable () -> Void) {
@@ -28,14 +33,14 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
 
     /// The blocks, in the order they were added.
     public final var executionBlocks: [@Sendable () -> Void] {
-        self.withLocked { l in self.first.map { [$0] + (l.extras?.moreBlocks ?? []) } ?? [] }
+        self.withLocked { l in (self.first.map { [$0] } ?? []) + (l.extras?.moreBlocks ?? []) }
     }
 
     /// Adds a block. - Throws: `blockOperationStarted` once the operation is executing or finished.
     public final func addExecutionBlock(_ block: @escaping @Sendable () -> Void) throws(SpindleError) {
         let added = self.withLocked { l -> Bool in
             guard self.currentState.lifecycle < .executing else { return false }
-            if self.first == nil { self.first = block } else { l.more.moreBlocks.append(block) }
+            l.more.moreBlocks.append(block)
             return true
         }
         if !added { throw .blockOperationStarted(name: self.displayName) }
@@ -44,17 +49,19 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
     /// Runs every block (unless cancelled) and returns when all have returned.
     open override func main() throws {
         // The lock orders what follows after any addExecutionBlock that saw the operation not yet executing; from
-        // here on the blocks are frozen (addExecutionBlock throws), so they can be read without it.
-        let several = self.withLocked { l in !(l.extras?.moreBlocks.isEmpty ?? true) }
+        // here on the blocks are frozen (addExecutionBlock throws).
+        let added = self.withLocked { l in l.extras?.moreBlocks.isEmpty == false }
         guard !self.isCancelled else { return }
-        if !several {
-            // Called in place, borrowed from the frozen field: copying the block out would retain and release its
-            // captures, which the adding thread touches too.
-            withUnsafePointer(to: &self.first) { $0.pointee?() }
+        if !added {
+            self.first?()  // borrowed from the immutable field: no retain or release of its captures
             return
         }
-        let (single, more) = self.withLocked { l in (self.first!, l.extras?.moreBlocks ?? []) }
-        let run = BlockRun([single] + more)
+        let blocks = self.withLocked { l in (self.first.map { [$0] } ?? []) + (l.extras?.moreBlocks ?? []) }
+        if blocks.count == 1 {
+            blocks[0]()
+            return
+        }
+        let run = BlockRun(blocks)
         run.callHelper()
         run.work()
         run.finish()

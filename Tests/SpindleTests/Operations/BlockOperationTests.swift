@@ -29,6 +29,28 @@ import Testing
         #expect(op.isFinished)
     }
 
+    @Test func oneBlockAddedToAnEmptyOperationRunsOnceOnTheCallingThreadAndStaysListed() throws {
+        let runs = OpCounter()
+        let tid = OpCounter()
+        let op = SpindleBlockOperation()
+        try op.addExecutionBlock {
+            runs.increment()
+            tid.store(Int(cshim_gettid()))
+        }
+        try op.start()
+        #expect(runs.value == 1)
+        #expect(tid.value == Int(cshim_gettid()))
+        #expect(op.executionBlocks.count == 1, "blocks stay listed after the run")
+    }
+
+    @Test func theInitialBlockStaysListedAfterTheRun() throws {
+        let runs = OpCounter()
+        let op = SpindleBlockOperation { runs.increment() }
+        try op.start()
+        #expect(runs.value == 1)
+        #expect(op.executionBlocks.count == 1)
+    }
+
     @Test func anOperationWithoutBlocksFinishes() throws {
         let op = SpindleBlockOperation()
         #expect(op.executionBlocks.isEmpty)
