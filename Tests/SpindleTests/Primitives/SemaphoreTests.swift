@@ -1,5 +1,5 @@
 import Glibc
-import Spindle
+@testable import Spindle
 import Testing
 
 @Suite("SpindleSemaphore", .timeLimit(.minutes(2)))
@@ -67,10 +67,8 @@ struct SemaphoreTests {
         let semaphore = try SpindleSemaphore()
         let arriving = OracleSemaphore()
         let finished = OracleSemaphore()
-        let tid = SpindleLockedValue<Int32>(0)
         let results = SpindleLockedValue<[Bool]>([])
         let waiter = try SpindleThread.spawnJoinable(name: "sem-parked") {
-            tid.withLockedValue { $0 = SpindleThread.current.threadID }
             for _ in 0..<rounds {
                 arriving.post()  // the next thing this thread does is wait()
                 let got = semaphore.wait(timeout: .seconds(10))
@@ -81,8 +79,9 @@ struct SemaphoreTests {
         var notParked = 0, stolen = 0, notWoken = 0
         for _ in 0..<rounds {
             try #require(arriving.wait())
-            // Asleep in the kernel after announcing the wait: parked inside the semaphore.
-            try #require(waitUntilSleeping(tid: tid.value))
+            // Registered as parked inside the semaphore (read under its lock; a thread seen asleep in /proc could
+            // still be on its way there, blocked in some other lock).
+            try #require(waitUntilParked(semaphore, count: 1))
             if !semaphore.signal() { notParked += 1 }
             if semaphore.wait(timeout: .zero) {
                 stolen += 1
@@ -98,11 +97,12 @@ struct SemaphoreTests {
         #expect(stolen == 0, "a newcomer's wait(timeout: .zero) took the permit signalled to the parked waiter")
     }
 
-    /// A thread parked in `semaphore.wait(timeout:)`: returns once it is asleep in the kernel. `done` is posted
+    /// A thread parked in `semaphore.wait(timeout:)`: returns once the semaphore lists it as parked. `done` is posted
     /// after the wait returns, with the result appended to `results` under `label`.
     private func park(_ semaphore: SpindleSemaphore, _ label: String, timeout: Duration, done: OracleSemaphore,
                       results: SpindleLockedValue<[String]>) throws -> SpindleThread {
         let arriving = OracleSemaphore()
+        let parkedBefore = parkedWaiters(semaphore)
         let thread = try SpindleThread.spawnJoinable(name: "sem-\(label)") {
             arriving.post()
             let got = semaphore.wait(timeout: timeout)
@@ -110,7 +110,7 @@ struct SemaphoreTests {
             done.post()
         }
         #expect(arriving.wait())
-        #expect(waitUntilSleeping(tid: thread.threadID))
+        #expect(waitUntilParked(semaphore, count: parkedBefore + 1))
         return thread
     }
 
@@ -166,16 +166,14 @@ struct SemaphoreTests {
     func wakesBlockedWait() throws {
         let semaphore = try SpindleSemaphore()
         let ready = OracleSemaphore()
-        let tid = SpindleLockedValue<Int32>(0)
         let done = OracleSemaphore()
         let waiter = try SpindleThread.spawnJoinable(name: "sem-block") {
-            tid.withLockedValue { $0 = SpindleThread.current.threadID }
             ready.post()
             semaphore.wait()
             done.post()
         }
         #expect(ready.wait())
-        try #require(waitUntilSleeping(tid: tid.value))
+        try #require(waitUntilParked(semaphore, count: 1))
         #expect(semaphore.signal())
         #expect(done.wait(), "signal() reported a woken waiter but wait() did not return")
         try waiter.join()
@@ -260,4 +258,14 @@ struct DeadlineTests {
         #expect(past < SpindleDeadline.now && SpindleDeadline.now < .distantFuture)
         #expect(SpindleDeadline.distantFuture.description == "distantFuture")
     }
+}
+
+/// Waiters registered as parked in `semaphore` (read under its lock).
+private func parkedWaiters(_ semaphore: SpindleSemaphore) -> Int {
+    semaphore.condition.withLock { semaphore.parked.count - semaphore.parkedHead }
+}
+
+/// Polls (with the shared deadline) until `semaphore` has `count` parked waiters.
+private func waitUntilParked(_ semaphore: SpindleSemaphore, count: Int) -> Bool {
+    waitUntil(deadline: 10) { parkedWaiters(semaphore) == count }
 }
