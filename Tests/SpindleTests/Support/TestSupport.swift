@@ -88,18 +88,6 @@ func readComm(tid: Int32) -> String? {
     return String(validating: bytes, as: UTF8.self)
 }
 
-/// The state letter of a thread in /proc/self/task/<tid>/stat ("R", "S", "D", ...), nil if it is gone.
-func threadState(tid: Int32) -> Character? {
-    // The comm field may hold spaces and parentheses: the state follows the last ')'.
-    guard let bytes = readProcBytes("/proc/self/task/\(tid)/stat"),
-        let close = bytes.lastIndex(of: UInt8(ascii: ")")), close + 2 < bytes.count
-    else { return nil }
-    return Character(Unicode.Scalar(bytes[close + 2]))
-}
-
-/// Waits until thread `tid` is asleep in the kernel ('S'), with a generous deadline.
-func waitUntilSleeping(tid: Int32) -> Bool { waitUntil(deadline: 10) { threadState(tid: tid) == "S" } }
-
 // MARK: - An oracle semaphore
 
 /// A POSIX `sem_t`, used to synchronise tests with something other than the code under test.
