@@ -53,7 +53,7 @@ extension QueueCore {
         let threshold = self.limit * QueueCore.batchThresholdPerSlot
         guard self.ready.count > threshold else { return }
         var count = 0
-        var floor = self.reservedFloor.load(ordering: .relaxed)
+        var floor = self.floorLocked
         while count < QueueCore.batchSize - 1 && self.ready.count > threshold, let link = self.ready.peekHighest() {
             let level = link._withUnsafeGuaranteedRef { op -> Int in
                 guard type(of: op) == SpindleBlockOperation.self, !op.isBarrier,
@@ -73,9 +73,7 @@ extension QueueCore {
             floor = min(floor, level)
         }
         guard count > 0 else { return }
-        if floor != self.reservedFloor.load(ordering: .relaxed) {
-            self.reservedFloor.store(floor, ordering: .sequentiallyConsistent)
-        }
+        if floor != self.floorLocked { self.setFloorLocked(floor) }
         reservation.count = count
         reservation.epoch = self.batchEpoch.load(ordering: .sequentiallyConsistent)
         reservation.next.store(0, ordering: .releasing)
@@ -152,9 +150,23 @@ extension QueueCore {
         self.batchEpoch.add(1, ordering: .sequentiallyConsistent)
     }
 
-    /// After an operation at bucket `level` became ready: reservations of lower levels must give way.
+    /// Sets the floor and its lock-free mirror for adding threads. Caller holds `lock`.
+    func setFloorLocked(_ floor: Int) {
+        self.floorLocked = floor
+        self.reservedFloor.store(floor, ordering: .sequentiallyConsistent)
+    }
+
+    /// An operation at bucket `level` became ready (pushed under the lock): reservations of lower levels must
+    /// give way. Caller holds `lock`.
     @inline(__always)
-    func noteReady(level: Int) {
+    func noteReadyLocked(level: Int) {
+        if level > self.floorLocked { self.invalidateReservations() }
+    }
+
+    /// An adding thread pushed an operation of bucket `level` on the inbox (after the push): if it may outrank a
+    /// reserved operation, reservations must give way before the next one starts.
+    @inline(__always)
+    func noteAdded(level: Int) {
         if level > self.reservedFloor.load(ordering: .sequentiallyConsistent) { self.invalidateReservations() }
     }
 }

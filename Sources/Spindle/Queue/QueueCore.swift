@@ -76,8 +76,8 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var reservations: [Reservation] = []
     @exclusivity(unchecked) var reservationHolders = 0
     @exclusivity(unchecked) var reservedTotal = 0  // operations ever reserved (diagnostics and tests)
-    /// Bumped when reserved operations must give way (see `QueueCore+Batches`). Atomic.
-    let batchEpoch = Atomic<Int>(0)
+    /// `reservedFloor` (below), as seen under the lock: what workers pushing into the buckets compare with.
+    @exclusivity(unchecked) var floorLocked = QueueCore.noFloor
     /// Async drain waiters (`waitUntilAllOperationsAreFinished() async`), each signalled once when the queue
     /// drains; nil (not empty) whenever there are none, so the finish path tests one rarely-set field. Under `lock`.
     @exclusivity(unchecked) var asyncDrainWaiters: [SpindleSemaphore]? = nil
@@ -121,9 +121,14 @@ final class QueueCore: @unchecked Sendable {
     /// `capacity != nil`, for `addOperation`'s one test before its lock-free path. Written under `lock`.
     let boundedHint = Atomic<Bool>(false)
     /// At most the lowest bucket level of any reserved operation (`QueueCore+Batches`); `noFloor` when none has
-    /// been reserved since the queue last had no members. Written under `lock`, read by adding threads.
+    /// been reserved since the queue last had no members. Written under `lock` (with `floorLocked`), read by
+    /// adding threads.
     let reservedFloor = Atomic<Int>(QueueCore.noFloor)
     private let padAfter: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    /// Bumped when reserved operations must give way (see `QueueCore+Batches`). Atomic; read by a worker before
+    /// each reserved operation it claims, written rarely, so it has a cache line to itself.
+    let batchEpoch = Atomic<Int>(0)
+    private let padEpoch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0)
 
     init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil) {
         self.servingRunLoop = servingRunLoop
@@ -305,7 +310,7 @@ final class QueueCore: @unchecked Sendable {
         guard level >= 0 else { return }
         self.ready.push(link, level: level)
         if announce { self.pushes.add(1, ordering: .relaxed) }  // tells a spinning worker to look
-        self.noteReady(level: level)
+        self.noteReadyLocked(level: level)
     }
 
     /// Right after admission: push it if someone already claimed its scheduled bit (a cancel or a finishing
@@ -394,9 +399,7 @@ final class QueueCore: @unchecked Sendable {
         if self.producers != nil { wake = self.grantProducersLocked() }  // room for blocked producers
         if self.memberCount == 0 {
             // Nothing is reserved now: newly ready operations need not check reservations until one is made.
-            if self.reservedFloor.load(ordering: .relaxed) != QueueCore.noFloor {
-                self.reservedFloor.store(QueueCore.noFloor, ordering: .relaxed)
-            }
+            if self.floorLocked != QueueCore.noFloor { self.setFloorLocked(QueueCore.noFloor) }
             self.drained.broadcast()
             if self.asyncDrainWaiters != nil { wake = (wake ?? []) + self.takeAsyncDrainWaitersLocked() }
         }

@@ -64,7 +64,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             // The hot path: no queue lock. One operation lock, three compare-and-swaps, and the lock only when a
             // parked worker must be woken or a thread started.
             self.pushClaimed(operation)
-            core.noteReady(level: operation.queuePriority.bucket)
+            core.noteAdded(level: operation.queuePriority.bucket)
             return
         } else {
             // Barriers and run-loop-served queues: admitted under the lock, after everything added before.
@@ -180,7 +180,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         op.lockedState.queue = Unmanaged.passUnretained(self)
         core.addOutstanding()
         self.pushClaimed(op)
-        if core.reservedFloor.load(ordering: .relaxed) < SpindleOperation.QueuePriority.normal.bucket { core.invalidateReservations() }
+        core.noteAdded(level: SpindleOperation.QueuePriority.normal.bucket)
         return op
     }
 
