@@ -95,15 +95,7 @@ extension QueueCore {
         let (won, _) = reservation.next.compareExchange(
             expected: index, desired: index + 1, ordering: .acquiringAndReleasing)
         guard won, let link = reservation.slots[index] else { return nil }
-        link._withUnsafeGuaranteedRef { op in
-            var s = op.currentState
-            while let next = s.dispatching() {
-                let (done, seen) = op.state.compareExchange(
-                    expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-                if done { break }
-                s = OperationState(raw: seen)
-            }
-        }
+        link._withUnsafeGuaranteedRef { QueueCore.markDispatching($0) }
         return link
     }
 

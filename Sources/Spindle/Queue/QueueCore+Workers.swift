@@ -282,15 +282,21 @@ extension QueueCore {
         link._withUnsafeGuaranteedRef { op in
             op.queueHoldsReference = false
             if op.isTimed { self.recordWaitLocked(op) }
-            var s = op.currentState
-            while let next = s.dispatching() {
-                let (done, seen) = op.state.compareExchange(
-                    expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-                if done { break }
-                s = OperationState(raw: seen)
-            }
+            QueueCore.markDispatching(op)
         }
         return link
+    }
+
+    /// `enqueued` → `dispatching`, by whoever took the operation (from a bucket, or from its own reservation).
+    @inline(__always)
+    static func markDispatching(_ op: SpindleOperation) {
+        var s = op.currentState
+        while let next = s.dispatching() {
+            let (done, seen) = op.state.compareExchange(
+                expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done { break }
+            s = OperationState(raw: seen)
+        }
     }
 
     /// Runs on the serving run loop's thread: dispatch one operation, then schedule the next perform if more work

@@ -32,26 +32,21 @@ import Testing
     }
 
     @Test(.enabled(if: cm_available() == 1)) func aDependencyAddsOneSideObjectPerOperation() throws {
-        // Warm up: the first dependency in the process initialises shared state once (run alone, this test would
-        // otherwise count it in its first iteration).
-        do {
+        func pair() throws {
             let a = Empty()
             let b = Empty()
             try b.addDependency(a)
             try a.start()
             try b.start()
         }
+        // Warm up: the first dependency in the process initialises shared state once (run alone, this test would
+        // otherwise count it in its first iteration).
+        try pair()
         var counts: [Int] = []
         counts.reserveCapacity(100)
         for _ in 0..<100 {
             cm_thread_begin()
-            do {
-                let a = Empty()
-                let b = Empty()
-                try b.addDependency(a)
-                try a.start()
-                try b.start()
-            }
+            try pair()
             counts.append(cm_thread_end())
         }
         // The two operations, `a`'s side object (its dependent, inline) and `b`'s (its dependency, inline): no
