@@ -11,7 +11,7 @@ import Synchronization
 /// calling `start()`; it runs in that worker's slot (`running` counts the worker once, not each operation).
 ///
 /// Only when it cannot change what users see:
-/// - only while at least `batchThresholdPerSlot` ready operations per slot remain in the buckets, so the other
+/// - only while more than `batchThresholdPerSlot` ready operations per slot remain in the buckets, so the other
 ///   workers have plenty to do;
 /// - only plain `SpindleBlockOperation`s (not subclasses), which always finish on the thread that starts them, with
 ///   nobody waiting on them yet;
@@ -30,7 +30,8 @@ import Synchronization
 /// (`next == count`) → filled (under lock, by its owner, only when empty) → drained by claims and/or one reclaim
 /// → empty.
 final class Reservation: @unchecked Sendable {
-    @exclusivity(unchecked) var slots: [Unmanaged<SpindleOperation>?] = Array(repeating: nil, count: QueueCore.batchSize)
+    @exclusivity(unchecked) var slots: [Unmanaged<SpindleOperation>?] =
+        Array(repeating: nil, count: QueueCore.batchSize)
     @exclusivity(unchecked) var count = 0
     @exclusivity(unchecked) var epoch = 0
     /// Counted in `QueueCore.reservationHolders`: it may hold unclaimed operations.
@@ -42,7 +43,7 @@ extension QueueCore {
     /// Operations a worker runs per lock acquisition at most, counting the one it takes (so `batchSize - 1` are
     /// reserved).
     static let batchSize = 8
-    /// Reserve only while at least this many ready operations per slot (`limit`) remain in the buckets.
+    /// Reserve only while more than this many ready operations per slot (`limit`) remain in the buckets.
     static let batchThresholdPerSlot = 16
     /// `reservedFloor` when nothing is reserved: above every bucket level.
     static let noFloor = 6

@@ -29,15 +29,16 @@ import Synchronization
 /// inbox push, or admission under the lock) until it has finished and been unlinked, and moves that one reference
 /// around instead of retaining and releasing on each step (links are unmanaged). Its owner is the member list while
 /// `op.queueHoldsReference` is set (from admission until a worker takes or reserves the operation), then the
-/// worker that runs it (a reservation taken back into the buckets gives it back to the member list). A worker whose operation finished on its thread unlinks it and drops the reference after unlocking. One
-/// whose operation is still running when `start()` returns (a concurrent operation) gives the reference back to the
-/// member list (sets `queueHoldsReference`) if the operation is still a member, or drops it if it was unlinked
-/// meanwhile; the finish path's `operationDidFinish` drops it when the list owns it. All under `lock`; no reference
-/// is ever dropped under it.
+/// worker that runs it (a reservation taken back into the buckets gives it back to the member list). A worker
+/// whose operation finished on its thread unlinks it and drops the reference after unlocking. One whose operation
+/// is still running when `start()` returns (a concurrent operation) gives the reference back to the member list
+/// (sets `queueHoldsReference`) if the operation is still a member, or drops it if it was unlinked meanwhile; the
+/// finish path's `operationDidFinish` drops it when the list owns it. All under `lock`; no reference is ever
+/// dropped under it.
 ///
 /// Lifecycle: `running` (accepting and running work) → `shuttingDown` (the handle was released; only possible
-/// with nothing outstanding, since the core retains the handle until then) → workers exit and are joined (a worker that performs the
-/// shutdown itself is detached instead, as it is about to exit). Forward only.
+/// with nothing outstanding, since the core retains the handle until then) → workers exit and are joined (a
+/// worker that performs the shutdown itself is detached instead, as it is about to exit). Forward only.
 final class QueueCore: @unchecked Sendable {
     let lock = SpindleMutex(.adaptive)  // short sections, taken by the adding thread and every worker
     let workAvailable: SpindleCondition
@@ -301,10 +302,9 @@ final class QueueCore: @unchecked Sendable {
     /// longer) a member, or already taken by a worker: safe to call for a stale request. Caller holds `lock`.
     func pushLocked(_ link: Unmanaged<SpindleOperation>, announce: Bool = true) {
         let level = link._withUnsafeGuaranteedRef { op -> Int in
-            guard op.isAdmitted, !op.isHeld, op.bucketLevel == ReadyBuckets.noLevel, op.currentState.lifecycle == .enqueued
-            else {
-                return -1
-            }
+            guard op.isAdmitted, !op.isHeld, op.bucketLevel == ReadyBuckets.noLevel,
+                op.currentState.lifecycle == .enqueued
+            else { return -1 }
             return op.isBarrier ? ReadyBuckets.barrierLevel : op.queuePriority.bucket
         }
         guard level >= 0 else { return }
