@@ -73,14 +73,18 @@ import Testing
         #expect(log.all == ["normal"] + (0..<100).map { "\($0)" })
     }
 
-    @Test func suspendingStopsReservedOperationsFromStarting() throws {
+    /// With reservations made behind a blocking operation: `stop` (while it blocks) keeps every reserved
+    /// operation from starting once it returns; `resume` lets them all run.
+    private func expectStoppingHoldsReservedOperations(
+        stop: (SpindleOperationQueue) throws -> Void, resume: (SpindleOperationQueue) throws -> Void
+    ) throws {
         let ran = QTCounter()
         let (queue, release) = try self.queueBlockedWithBacklog(width: 1, count: 100) { _ in
             SpindleBlockOperation { ran.increment() }
         }
         #expect(self.reservedTotal(queue) > 0)
         let blocker = queue.operations.first!
-        queue.isSuspended = true
+        try stop(queue)
         release.open()
         try blocker.waitUntilFinished()
         // The worker did the blocker's bookkeeping (which comes before its waiters) after its reserved operations
@@ -88,27 +92,19 @@ import Testing
         #expect(ran.count == 0)
         #expect(queue.operationCount == 100)
         #expect(queue.snapshot().ready == 100)
-        queue.isSuspended = false
+        try resume(queue)
         qtDrain(queue)
         #expect(ran.count == 100)
     }
 
+    @Test func suspendingStopsReservedOperationsFromStarting() throws {
+        try self.expectStoppingHoldsReservedOperations(
+            stop: { $0.isSuspended = true }, resume: { $0.isSuspended = false })
+    }
+
     @Test func narrowingToZeroStopsReservedOperationsFromStarting() throws {
-        let ran = QTCounter()
-        let (queue, release) = try self.queueBlockedWithBacklog(width: 1, count: 100) { _ in
-            SpindleBlockOperation { ran.increment() }
-        }
-        #expect(self.reservedTotal(queue) > 0)
-        let blocker = queue.operations.first!
-        try queue.setMaxConcurrentOperationCount(0)
-        release.open()
-        try blocker.waitUntilFinished()
-        #expect(ran.count == 0)
-        #expect(queue.operationCount == 100)
-        #expect(queue.snapshot().ready == 100)
-        try queue.setMaxConcurrentOperationCount(2)
-        qtDrain(queue)
-        #expect(ran.count == 100)
+        try self.expectStoppingHoldsReservedOperations(
+            stop: { try $0.setMaxConcurrentOperationCount(0) }, resume: { try $0.setMaxConcurrentOperationCount(2) })
     }
 
     @Test func reservedOperationsAreListedReadyAndCancellable() throws {
