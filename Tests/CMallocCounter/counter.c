@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <errno.h>
+#include <malloc.h>
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
@@ -21,6 +22,7 @@ long cm_thread_end(void) { return -1; }
 void cm_tag_thread(void) {}
 void cm_global_begin(void) {}
 long cm_global_end(void) { return -1; }
+long cm_usable_size(const void *p) { (void)p; return -1; }
 #else
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -58,6 +60,7 @@ int cm_available(void) { return 1; }
 void cm_thread_begin(void) { thread_count = 0; thread_counting = 1; }
 long cm_thread_end(void) { thread_counting = 0; return thread_count; }
 void cm_tag_thread(void) { thread_tagged = 1; }
+long cm_usable_size(const void *p) { return (long)malloc_usable_size((void *)p); }
 void cm_global_begin(void) {
     atomic_store(&global_count, 0);
     atomic_store(&global_counting, 1);

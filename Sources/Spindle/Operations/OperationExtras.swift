@@ -9,6 +9,7 @@ import CShim
 final class OperationExtras {
     // `@exclusivity(unchecked)` throughout: the operation's lock, not the runtime's dynamic checks, makes access
     // exclusive.
+    @exclusivity(unchecked) var completionBlock: (@Sendable () -> Void)? = nil
     @exclusivity(unchecked) var name: String? = nil
     @exclusivity(unchecked) var dependencies = InlineFirstList<SpindleOperation>()
     @exclusivity(unchecked) var dependencySet: Set<ObjectIdentifier>? = nil  // built once dependencies grow past a few
@@ -35,7 +36,6 @@ extension SpindleOperation {
         /// The owning queue, unretained: its handle is kept alive by the queue itself while any operation it
         /// claimed is unfinished (see `QueueCore.outstanding`), which covers every moment this is set.
         var queue: Unmanaged<SpindleOperationQueue>? = nil
-        var completionBlock: (@Sendable () -> Void)? = nil
         var extras: OperationExtras? = nil
 
         /// The side object, created on first use.
@@ -48,6 +48,10 @@ extension SpindleOperation {
             }
         }
 
+        var completionBlock: (@Sendable () -> Void)? {
+            get { self.extras?.completionBlock }
+            set { if newValue != nil || self.extras != nil { self.more.completionBlock = newValue } }
+        }
         var name: String? {
             get { self.extras?.name }
             set { if newValue != nil || self.extras != nil { self.more.name = newValue } }
@@ -97,6 +101,13 @@ extension SpindleOperation {
                 if cshim_try_retain(dependent.toOpaque()) != nil { kept.append(dependent) }
             }
             return kept
+        }
+
+        /// Takes the completion block (leaving none), without creating the side object.
+        mutating func takeCompletionBlock() -> (@Sendable () -> Void)? {
+            guard let extras = self.extras, let block = extras.completionBlock else { return nil }
+            extras.completionBlock = nil
+            return block
         }
 
         /// Takes the waiters (leaving none), without creating the side object.

@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// Guards: `first` (the block given to `init`, if any) is immutable; the blocks added later (`extras.moreBlocks`)
 /// are under the operation's own `lockWord` and frozen once the operation starts (`addExecutionBlock` then
-/// throws). The first block is stored inline, so a one-block operation is one allocation of 120 bytes (plus the
+/// throws). The first block is stored inline, so a one-block operation is one allocation of 104 bytes (plus the
 /// block's captures); being a `let`, it is called borrowed, without retaining and releasing its captures (which
 /// the adding thread may be touching too). A run with several blocks
 /// shares them through a `BlockRun` (see there).

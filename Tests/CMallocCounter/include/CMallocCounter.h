@@ -17,5 +17,7 @@ void cm_tag_thread(void);
 void cm_global_begin(void);
 /// Stops global counting and returns the count.
 long cm_global_end(void);
+/// glibc's usable size of a block it allocated (at least what was requested); -1 under sanitizers.
+long cm_usable_size(const void *p);
 
 #endif

@@ -31,6 +31,41 @@ import Testing
         #expect(counts.allSatisfy { $0 == 1 }, "allocations per create+start+finish: \(Set(counts))")
     }
 
+    @Test(.enabled(if: cm_available() == 1)) func operationsLeaveRoomForAnAllocatorHeaderInTheFastBins() {
+        // glibc's fast bins take chunks up to 128 bytes (a request of at most 120). An allocator in front that adds
+        // a 16-byte header (package-benchmark's malloc interposer) must still land there: at most 104 bytes.
+        func usable(_ op: SpindleOperation) -> Int {
+            cm_usable_size(Unmanaged.passUnretained(op).toOpaque())
+        }
+        let plain = Empty()
+        let oneBlock = SpindleBlockOperation {}
+        #expect(usable(plain) <= 88, "a plain operation: \(usable(plain)) bytes usable")
+        #expect(usable(oneBlock) <= 104, "a one-block operation: \(usable(oneBlock)) bytes usable")
+        withExtendedLifetime((plain, oneBlock)) {}
+    }
+
+    @Test(.enabled(if: cm_available() == 1)) func aCompletionBlockLivesInTheSideObject() throws {
+        let ran = Atomic<Int>(0)
+        let block: @Sendable () -> Void = { ran.add(1, ordering: .relaxed) }
+        // Warm up: the first side object in the process initialises its type's metadata once.
+        let first = Empty()
+        first.completionBlock = block
+        try first.start()
+        var counts: [Int] = []
+        counts.reserveCapacity(100)
+        for _ in 0..<100 {
+            let op = Empty()
+            cm_thread_begin()
+            op.completionBlock = block
+            counts.append(cm_thread_end())
+            try op.start()
+        }
+        #expect(ran.load(ordering: .relaxed) == 101)
+        // Setting it creates the side object: one allocation (two in a debug build, where an accessor's coroutine
+        // frame is allocated too), so that operations without one stay at 88 bytes.
+        #expect(counts.allSatisfy { $0 == 1 || $0 == 2 }, "allocations to set a completion block: \(Set(counts))")
+    }
+
     @Test(.enabled(if: cm_available() == 1)) func aDependencyAddsOneSideObjectPerOperation() throws {
         func pair() throws {
             let a = Empty()
