@@ -36,12 +36,15 @@ def parse(path):
             number = float(value)
         except ValueError:
             continue
-        for unit, scale in {**UNIT_SCALE, **COUNT_SCALE}.items():
-            if unit in metric:
-                number *= scale
-                break
+        # A time unit and a count multiplier may both be there ("Idle worker CPU (ns) (K)"): apply each.
+        for units in (UNIT_SCALE, COUNT_SCALE):
+            for unit, scale in units.items():
+                if unit in metric:
+                    number *= scale
+                    break
         key = metric.replace(" *", "").strip()
-        key = re.sub(r"\s*\((ns|μs|ms|s|K|M|G|#)\)$", "", key)
+        while re.search(r"\s*\((ns|μs|ms|s|K|M|G|#)\)$", key):
+            key = re.sub(r"\s*\((ns|μs|ms|s|K|M|G|#)\)$", "", key)
         results[current][key] = number
     return results
 
@@ -61,6 +64,8 @@ def per_item(results):
             "peak_mb": metrics.get("Memory (resident peak)", float("nan")) / 1e6,
             "cpu_us": metrics.get("Time (total CPU)", float("nan")),
             "threads": metrics.get("Threads (peak)", float("nan")),
+            "idle_process_us": metrics.get("Idle process CPU", float("nan")),
+            "idle_workers_us": metrics.get("Idle worker CPU", float("nan")),
         }
         scenarios.setdefault(m.group("scenario"), {})[m.group("impl")] = entry
     return scenarios
@@ -91,7 +96,8 @@ def table(scenarios):
                 s_fig, p_fig = f"{spindle['peak_mb']:.0f} MB peak", f"{peer['peak_mb']:.0f} MB peak"
                 verdict = f"{ratio:.2f}× the memory"
             elif idle:
-                s_fig, p_fig = f"{spindle['cpu_us']:.0f} µs CPU", f"{peer['cpu_us']:.0f} µs CPU"
+                s_fig = f"workers {spindle['idle_workers_us']:.0f} µs CPU (process {spindle['idle_process_us']:.0f} µs)"
+                p_fig = f"process {peer['idle_process_us']:.0f} µs CPU"
                 verdict = "—"
             else:
                 ratio = peer["us"] / spindle["us"]

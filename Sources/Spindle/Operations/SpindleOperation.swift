@@ -152,7 +152,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     // MARK: - Completion block
 
     /// Runs exactly once after the operation finished (also when cancelled), on the finishing thread, outside
-    /// every lock; `waitUntilFinished` and dependents wait for it to return. Reads nil once it has started.
+    /// every lock; `waitUntilFinished` and dependents wait for it to return. Reads nil once it has started. Setting
+    /// one allocates the operation's side object (once), which keeps operations without one small.
     public final var completionBlock: (@Sendable () -> Void)? {
         get { self.withLocked { $0.completionBlock } }
         set { self.withLocked { $0.completionBlock = newValue } }
