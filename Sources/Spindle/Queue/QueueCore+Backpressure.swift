@@ -112,8 +112,8 @@ extension QueueCore {
     /// lets the producers behind it in if they fit now; returns nil if it had been granted (its operations are in
     /// the queue) or refused (that error). Caller holds `lock`; signals `grants` after unlocking.
     func withdrawProducerLocked(_ waiter: ProducerWaiter) -> (outcome: ProducerWaiter.Outcome,
-                                                             grants: [SpindleSemaphore]?, actions: [WakeAction]) {
-        guard case .waiting = waiter.outcome else { return (waiter.outcome, nil, []) }
+                                                             grants: [SpindleSemaphore]?, actions: IdleWorkers.WakePlan) {
+        guard case .waiting = waiter.outcome else { return (waiter.outcome, nil, IdleWorkers.WakePlan()) }
         waiter.outcome = .withdrawn
         if var list = self.producers, let index = list.firstIndex(where: { $0 === waiter }) {
             list.remove(at: index)

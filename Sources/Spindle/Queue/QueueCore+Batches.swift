@@ -118,7 +118,7 @@ extension QueueCore {
             }
             index -= 1
         }
-        self.pushes.add(1, ordering: .relaxed)
+        if self.idle.spinning { self.pushes.add(1, ordering: .relaxed) }
     }
 
     /// A worker found nothing to run: take every worker's unclaimed reservations back into the buckets. Returns

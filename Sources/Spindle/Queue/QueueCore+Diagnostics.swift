@@ -5,7 +5,7 @@ extension QueueCore {
         self.withAdmittedLock {
             var header = "SpindleOperationQueue '\(self.name)': width \(self.limit) (requested \(self.requestedLimit)), "
                 + "\(self.suspended ? "suspended" : "running"), members \(self.memberCount), running \(self.running), "
-                + "ready \(self.ready.count), threads \(self.threads.count) (parked \(self.parked)), "
+                + "ready \(self.ready.count), threads \(self.idle.threads.count) (parked \(self.idle.parked)), "
                 + "held behind barriers \(self.held.count - self.heldHead), finished \(self.finishedCount)"
             header += " (cancelled \(self.cancelledCount), failed \(self.failedCount)), high water "
             header += "\(self.highWaterMembers)/\(self.highWaterRunning)"

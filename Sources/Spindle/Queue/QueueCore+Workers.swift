@@ -1,19 +1,21 @@
 import CShim
+import Glibc
 
 /// The worker side of `QueueCore`: deciding whom to wake, the workers' loop, and the run-loop-served variant.
 ///
-/// A worker is in one of three states (all transitions under `lock`):
+/// A worker is in one of three states (all transitions under `lock`, counted in `idle`; see `IdleWorkers`):
 /// - BUSY: it took an operation (`running += 1`) and runs it outside the lock, then the operations it reserved
 ///   with it, if any (see `QueueCore+Batches`), in the same slot;
-/// - SPINNING (`spinning == 1`, at most one worker): it found nothing to run and polls `pushes` without the lock
-///   for a few microseconds, because waking a parked thread costs tens of microseconds on a virtual machine and
-///   work often arrives sooner. While a worker spins, events wake nobody: the spinner takes the work and wakes
-///   the next worker itself if more is ready. It always looks again under the lock before parking, so no push is
-///   missed;
-/// - PARKED (`parked += 1`): waiting on `workAvailable`; `wakeupsInFlight` counts signals not yet consumed.
+/// - SPINNING (`idle.spinning`, at most one worker): it found nothing to run and its `SpinPolicy` expects work
+///   within the spin window, so it polls `pushes` and the inbox without the lock for up to that window (8 µs),
+///   which saves a park and a wake when work comes that soon. While a worker spins, events wake nobody: the
+///   spinner takes the work and wakes the next worker itself if more is ready. It always looks again under the
+///   lock before parking, so no push is missed. At light load the policy is COLD and workers park at once;
+/// - PARKED (`idle.parked`): waiting on `workAvailable`; `idle.wakeupsInFlight` counts signals not yet consumed.
 /// A worker with nothing runnable first takes back other workers' unclaimed reservations, if a slot is free.
-/// BUSY → SPINNING (nothing runnable, and it did not just spin) → BUSY (work arrived) or PARKED (budget spent,
-/// still nothing) → BUSY (signalled) … → exit when `shuttingDown`.
+/// BUSY → SPINNING (nothing runnable, the policy says spin, nobody else spins, and it did not spin yet in this idle
+/// spell or since its last wakeup) → BUSY (work arrived) or PARKED (window spent, still nothing) → BUSY
+/// (signalled) … → exit when `shuttingDown`. Each worker's own `WorkerState` times its idle spells for its policy.
 ///
 /// Finishing on a worker: a synchronous operation that finishes on the worker running it defers its queue
 /// bookkeeping (`ThreadContext.deferrable`) to the worker, which does it under the same lock acquisition that
@@ -21,11 +23,8 @@ import CShim
 /// lock round trip per operation instead of two (per batch, with reservations); the order (bookkeeping, then
 /// waiters) is unchanged.
 extension QueueCore {
-    /// `spawn` carries the reserved slot's index, which names the thread (`spindle.wN`).
-    enum WakeAction { case none, signal, spawn(Int), performOnRunLoop }
+    typealias WakeAction = IdleWorkers.WakeAction
 
-    /// Polling rounds (each a few spin-wait hints) an idle worker makes before it parks: about 20–40 µs.
-    static let spinRounds = 400
     /// A worker drops finished operations from `outstanding` in batches of this many (and before it parks), so
     /// the adding thread keeps that counter's cache line to itself.
     static let dropBatch = 256
@@ -34,39 +33,32 @@ extension QueueCore {
 
     /// Decides how to get one more operation running: wake a parked worker, start a thread, or nothing (also when
     /// a worker is spinning: it will take the work). Caller holds `lock`; it performs the action after unlocking.
+    @inline(__always)
     func wakeOrSpawnLocked() -> WakeAction {
-        guard self.canDispatchLocked, !self.shuttingDown else { return .none }
-        if self.servingRunLoop != nil {
-            if self.performPending { return .none }
-            self.performPending = true
-            return .performOnRunLoop
+        let action = self.idle.wakeOrSpawn(
+            canDispatch: self.canDispatchLocked, shuttingDown: self.shuttingDown,
+            wanted: self.running + self.ready.count, limit: self.limit)
+        if action != .none {
+            if action == .signal { self.idle.lastSignalAt = cshim_clock_monotonic_ns() }
+            self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start
         }
-        if self.spinning > 0 { return .none }
-        if self.parked > self.wakeupsInFlight {
-            self.wakeupsInFlight += 1
-            return .signal
-        }
-        if self.threads.count < self.limit && self.threads.count < self.running + self.ready.count {
-            // Reserve the thread's place now so concurrent decisions do not overshoot; filled in by `perform`.
-            self.threads.append(SpindleThread.main)
-            self.updateSpawnHintLocked()
-            return .spawn(self.threads.count - 1)
-        }
-        return .none
+        return action
     }
 
-    /// Wake or spawn as many workers as there are operations that could start now. Caller holds `lock`.
-    func collectWakeActionsLocked() -> [WakeAction] {
-        var actions: [WakeAction] = []
+    /// Wake or spawn as many workers as there are operations that could start now. Caller holds `lock`; it
+    /// performs the plan after unlocking. Allocates nothing.
+    func collectWakeActionsLocked() -> IdleWorkers.WakePlan {
+        var plan = IdleWorkers.WakePlan()
         let room = max(0, min(self.ready.count, self.limit - self.running))
         for _ in 0..<room {
             let action = self.wakeOrSpawnLocked()
-            if case .none = action { break }
-            actions.append(action)
+            if action == .none { break }
+            plan.add(action)
         }
-        return actions
+        return plan
     }
 
+    @inline(__always)
     func perform(_ action: WakeAction) {
         switch action {
         case .none: return
@@ -76,13 +68,18 @@ extension QueueCore {
         }
     }
 
+    func perform(_ plan: IdleWorkers.WakePlan) {
+        for _ in 0..<plan.signals { self.workAvailable.signal() }
+        for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }
+        if plan.performOnRunLoop { self.perform(.performOnRunLoop) }
+    }
+
     private func spawnWorker(_ index: Int) {
         do {
             let thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }
             let lateForShutdown = self.lock.withLock { () -> Bool in
-                if let slot = self.threads.firstIndex(where: { $0 === SpindleThread.main }) {
-                    self.threads[slot] = thread
-                }
+                self.idle.threadStarted(thread)
+                self.publishIdleLocked()
                 return self.shuttingDown
             }
             // Shutdown ran while this thread was being created and did not see it: join it here.
@@ -91,10 +88,8 @@ extension QueueCore {
             // Out of threads: give the reservation back; existing workers keep going (at least one exists
             // unless this was the first, and then the next event retries).
             self.lock.withLock {
-                if let slot = self.threads.firstIndex(where: { $0 === SpindleThread.main }) {
-                    self.threads.remove(at: slot)
-                }
-                self.updateSpawnHintLocked()
+                self.idle.threadFailedToStart()
+                self.publishIdleLocked()
             }
             writeToStandardError("Spindle: queue '\(self.name)' could not start a worker thread: \(error)")
         }
@@ -114,7 +109,7 @@ extension QueueCore {
         var drops = 0  // operations through the bookkeeping here, not yet dropped from `outstanding`
         var drainWaiters: [SpindleSemaphore]? = nil  // async queue waiters to signal with `finished`'s waiters
         var dropped: Unmanaged<SpindleOperation>? = nil  // a reference to release once unlocked
-        var maySpin = true
+        var state = WorkerState()
         self.lock.lock()
         self.reservations.append(reservation)
         while !self.shuttingDown {
@@ -126,6 +121,7 @@ extension QueueCore {
                 let chained = self.wakeOrSpawnLocked()
                 self.lock.unlock()
                 self.perform(chained)
+                state.gotWork()
                 self.releaseFinished(&finished, &drainWaiters, &dropped)
                 if drops >= QueueCore.dropBatch {
                     self.dropOutstanding(drops)  // never the last: this worker's operation is outstanding
@@ -177,7 +173,6 @@ extension QueueCore {
                         finished = doneHead
                     }
                 }
-                maySpin = true
                 continue
             }
             if !self.suspended && self.running < self.limit && self.reclaimReservationsLocked() {
@@ -189,23 +184,18 @@ extension QueueCore {
                 self.lock.lock()
                 continue
             }
-            if maySpin && self.spinning == 0 {
+            state.wentIdle()
+            if state.maySpin && state.policy.budgetNanos > 0 && self.idle.beginSpin() {
                 // SPINNING
-                maySpin = false
-                self.spinning = 1
-                self.spinningHint.store(true, ordering: .sequentiallyConsistent)
+                state.maySpin = false
+                self.publishIdleLocked()
                 let seen = self.pushes.load(ordering: .relaxed)
                 self.lock.unlock()
-                var round = 0
-                while round < QueueCore.spinRounds && self.pushes.load(ordering: .relaxed) == seen
-                    && self.inbox.load(ordering: .relaxed) == 0
-                {
-                    for _ in 0..<8 { cshim_cpu_relax() }
-                    round += 1
-                }
-                self.spinningHint.store(false, ordering: .sequentiallyConsistent)
+                let caught = self.spin(for: state.policy.budgetNanos, pushesSeen: seen)
                 self.lock.lock()
-                self.spinning = 0
+                self.idle.endSpin()
+                self.publishIdleLocked()
+                if !caught { state.policy.spinMissed() }
                 continue  // look again under the lock before parking
             }
             if drops > 0 {
@@ -219,21 +209,33 @@ extension QueueCore {
             }
             // PARKED: advertise, then look at the inbox once more (a push that missed the advertisement is seen
             // here). A spurious wakeup finds nothing and parks again.
-            self.parked += 1
-            self.parkedHint.store(self.parked > 0, ordering: .sequentiallyConsistent)
-            if self.inbox.load(ordering: .sequentiallyConsistent) == 0 {
-                self.workAvailable.wait()
-                if self.wakeupsInFlight > 0 { self.wakeupsInFlight -= 1 }
-            }
-            self.parked -= 1
-            self.parkedHint.store(self.parked > 0, ordering: .sequentiallyConsistent)
-            maySpin = true
+            self.idle.parking()
+            self.publishIdleLocked()
+            if self.inbox.load(ordering: .sequentiallyConsistent) == 0 { self.workAvailable.wait() }
+            self.idle.unparked()
+            self.publishIdleLocked()
+            state.woke(workArrivedAt: self.idle.lastSignalAt)
         }
         self.reservations.removeAll { $0 === reservation }
         self.lock.unlock()
         self.releaseFinished(&finished, &drainWaiters, &dropped)
         if drops > 0 { self.dropOutstanding(drops) }
         context.workerOf = nil
+    }
+
+    /// Polls for new work without the lock for up to `budget` ns: returns whether some arrived (a push into the
+    /// buckets announced in `pushes`, or an operation on the inbox).
+    @inline(never)
+    private func spin(for budget: UInt64, pushesSeen seen: Int) -> Bool {
+        let start = cshim_clock_monotonic_ns()
+        while true {
+            if self.pushes.load(ordering: .relaxed) != seen || self.inbox.load(ordering: .relaxed) != 0 { return true }
+            for _ in 0..<8 { cshim_cpu_relax() }
+            // The thread that will bring the work may be waiting for this very CPU (2 cores: an adder and two
+            // workers): give it way. Returns at once when nothing else wants the CPU.
+            sched_yield()
+            if cshim_clock_monotonic_ns() &- start >= budget { return false }
+        }
     }
 
     /// After a deferred finish's bookkeeping, outside the lock: wake its waiters, then the queue's async drain
@@ -304,7 +306,7 @@ extension QueueCore {
     private func serveFromRunLoop() {
         let context = ThreadContext.current
         self.lock.lock()
-        self.performPending = false
+        self.idle.performRan()
         if self.canDispatchLocked {
             self.dispatchOneUnlocking(context)
             self.lock.lock()

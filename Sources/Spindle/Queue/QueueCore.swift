@@ -6,7 +6,8 @@ import Synchronization
 /// Guards: every `var` below is protected by `lock` (the mutex shared by `workAvailable` and `drained`), except
 /// `handle` (set once in `init`; valid while `outstanding > 0`, since the core then retains it, and while anyone
 /// calls into the handle), `outstanding` (atomic),
-/// `pushes` (atomic, a hint for spinning workers) and `boundedHint` (atomic mirror of `capacity != nil`, read
+/// `pushes` (atomic, a hint for spinning workers), `idleHints` (the adding thread's view of `idle`; see
+/// `FastPath/IdleHints`) and `boundedHint` (atomic mirror of `capacity != nil`, read
 /// without the lock by `addOperation`). Bounded queues, blocked producers and the statistics behind `snapshot()`:
 /// see `QueueCore+Backpressure`. The vars are `@exclusivity(unchecked)`: the lock, not the
 /// runtime's dynamic exclusivity checks, makes access exclusive (those checks cost more than the lock here).
@@ -19,7 +20,7 @@ import Synchronization
 /// - a worker takes the highest-priority ready operation when `running < limit` and not suspended, and with a
 ///   long backlog reserves the next few for the same slot (`QueueCore+Batches`);
 /// - each event that makes one operation runnable wakes one parked worker, or spawns a thread if none is idle
-///   and fewer than `limit` exist (`wakeOrSpawnLocked`).
+///   and fewer than `limit` exist (`wakeOrSpawnLocked`, deciding through `IdleWorkers`).
 ///
 /// Barriers: operations added while a barrier is pending are `held` (FIFO, with the barriers among them). The
 /// first held barrier is released when every operation before it has finished (`activeUnfinished == 0`); the
@@ -55,9 +56,8 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var requestedLimit: Int
     @exclusivity(unchecked) var limit: Int
     @exclusivity(unchecked) var suspended = false
-    @exclusivity(unchecked) var threads: [SpindleThread] = []
-    @exclusivity(unchecked) var parked = 0  // workers waiting on workAvailable
-    @exclusivity(unchecked) var wakeupsInFlight = 0  // signals sent to parked workers not yet consumed
+    /// The workers and the wake decision (see `IdleWorkers`); mirrored for adding threads in `idleHints`.
+    @exclusivity(unchecked) var idle: IdleWorkers
     @exclusivity(unchecked) var shuttingDown = false
     @exclusivity(unchecked) var activeUnfinished = 0  // non-barrier members released (not held) and not finished
     @exclusivity(unchecked) var held: [SpindleOperation] = []
@@ -65,13 +65,11 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var barrierActive = false
     @exclusivity(unchecked) var finishedCount = 0
     @exclusivity(unchecked) var cancelledCount = 0
-    /// For a queue served by a run loop (the main queue) instead of a pool: that loop, and whether a perform that
-    /// will dispatch from it is already scheduled (at most one at a time).
+    /// For a queue served by a run loop (the main queue) instead of a pool: that loop (its pending perform is
+    /// counted in `idle`).
     let servingRunLoop: SpindleRunLoop?
-    @exclusivity(unchecked) var performPending = false
-    /// Workers polling for work instead of parked (at most one; see `workerLoop`). Under `lock`.
-    @exclusivity(unchecked) var spinning = 0
-    /// Counts pushes into `ready`; a spinning worker polls it without the lock. Atomic.
+    /// Counts pushes into `ready` while a worker spins (`idle.spinning`); the spinner polls it without the lock.
+    /// Atomic; pushes made while nobody spins do not touch it.
     let pushes = Atomic<Int>(0)
     /// Workers' reservations (see `QueueCore+Batches`), and how many may hold operations. Under `lock`.
     @exclusivity(unchecked) var reservations: [Reservation] = []
@@ -114,11 +112,9 @@ final class QueueCore: @unchecked Sendable {
     /// until its work is done, and operations can point at it unretained. Atomic: incremented by adding threads,
     /// decremented by finishing paths (workers in batches, see `workerLoop`).
     let outstanding = Atomic<Int>(0)
-    /// Lock-free mirrors of "a worker is spinning", "a worker is parked" and "a thread may be started", for the
-    /// fast path's wake decision. Written under `lock`, read without it (see `needsWakeAfterInboxPush`).
-    let spinningHint = Atomic<Bool>(false)
-    let parkedHint = Atomic<Bool>(false)
-    let canSpawnHint = Atomic<Bool>(true)
+    /// Lock-free summary of `idle` ("a worker spins", "a worker is parked", "a thread may be started") for the
+    /// fast path's wake decision. Published under `lock` by `publishIdleLocked`, read without it.
+    let idleHints = IdleHints()
     /// `capacity != nil`, for `addOperation`'s one test before its lock-free path. Written under `lock`.
     let boundedHint = Atomic<Bool>(false)
     /// At most the lowest bucket level of any reserved operation (`QueueCore+Batches`); `noFloor` when none has
@@ -136,6 +132,7 @@ final class QueueCore: @unchecked Sendable {
         self.name = name
         self.requestedLimit = limit
         self.limit = QueueCore.resolve(limit)
+        self.idle = IdleWorkers(servedByRunLoop: servingRunLoop != nil)
         self.workAvailable = SpindleCondition(sharing: self.lock)
         self.drained = SpindleCondition(sharing: self.lock)
     }
@@ -183,16 +180,9 @@ final class QueueCore: @unchecked Sendable {
         return Unmanaged.fromOpaque(pointer)
     }
 
-    /// After a push: whether someone must be woken (a parked worker, or a thread started). Not when a worker is
-    /// spinning (it will see the inbox), nor when every worker is busy and no thread may be added (each comes back
-    /// to the lock and admits the inbox before it can park, and it re-checks the inbox after advertising itself in
-    /// `parkedHint`).
+    /// After a push: whether someone must be woken or a thread started (see `IdleHints`).
     @inline(__always)
-    func needsWakeAfterInboxPush() -> Bool {
-        if self.spinningHint.load(ordering: .sequentiallyConsistent) { return false }
-        return self.parkedHint.load(ordering: .sequentiallyConsistent)
-            || self.canSpawnHint.load(ordering: .sequentiallyConsistent)
-    }
+    func needsWakeAfterInboxPush() -> Bool { self.idleHints.needsWakeAfterPush() }
 
     /// Admits the inbox's operations in the order they were added. Caller holds `lock`.
     @inline(__always)
@@ -224,10 +214,11 @@ final class QueueCore: @unchecked Sendable {
         self.noteMembersLocked()
     }
 
-    /// Recomputes `canSpawnHint` after `threads` or `limit` changed. Caller holds `lock`.
-    func updateSpawnHintLocked() {
-        self.canSpawnHint.store(
-            self.servingRunLoop == nil && self.threads.count < self.limit, ordering: .sequentiallyConsistent)
+    /// Publishes `idle`'s summary for adding threads after `idle` or `limit` changed. Caller holds `lock`.
+    @inline(__always)
+    func publishIdleLocked() {
+        assert(self.idle.check(), "QueueCore: IdleWorkers invariants broken")
+        self.idleHints.publish(self.idle.hintWord(limit: self.limit))
     }
 
     // MARK: - Outstanding operations and the handle
@@ -309,7 +300,7 @@ final class QueueCore: @unchecked Sendable {
         }
         guard level >= 0 else { return }
         self.ready.push(link, level: level)
-        if announce { self.pushes.add(1, ordering: .relaxed) }  // tells a spinning worker to look
+        if announce && self.idle.spinning { self.pushes.add(1, ordering: .relaxed) }  // tells the spinner to look
         self.noteReadyLocked(level: level)
     }
 
@@ -424,8 +415,7 @@ final class QueueCore: @unchecked Sendable {
         let workers: [SpindleThread] = self.lock.withLock {
             self.shuttingDown = true
             self.workAvailable.broadcast()
-            let list = self.threads.filter { $0 !== SpindleThread.main }
-            return list
+            return self.idle.threads
         }
         let me = ThreadContext.current.workerOf === self ? SpindleThread.current : nil
         for worker in workers {

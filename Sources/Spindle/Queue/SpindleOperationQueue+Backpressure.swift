@@ -39,14 +39,14 @@ extension SpindleOperationQueue {
     public func setCapacity(_ capacity: Int?, whenFull policy: SpindleFullQueuePolicy? = nil) throws(SpindleError) {
         if let capacity, capacity < 1 { throw .invalidCapacity(capacity) }
         let core = self.core
-        let (grants, actions) = core.withAdmittedLock { () -> ([SpindleSemaphore]?, [QueueCore.WakeAction]) in
+        let (grants, actions) = core.withAdmittedLock { () -> ([SpindleSemaphore]?, IdleWorkers.WakePlan) in
             core.capacity = capacity
             if let policy { core.fullPolicy = policy }
             core.boundedHint.store(capacity != nil, ordering: .sequentiallyConsistent)
             let grants = core.grantProducersLocked(refusingOversized: true)
             return (grants, core.collectWakeActionsLocked())
         }
-        for action in actions { core.perform(action) }
+        core.perform(actions)
         if let grants { for semaphore in grants { semaphore.signal() } }
     }
 
@@ -137,7 +137,7 @@ extension SpindleOperationQueue {
             core.admitBatchLocked(operations)
             let actions = core.collectWakeActionsLocked()
             core.lock.unlock()
-            for action in actions { core.perform(action) }
+            core.perform(actions)
             return nil
         } else {
             switch policy ?? core.fullPolicy {
@@ -175,10 +175,10 @@ extension SpindleOperationQueue {
         let core = self.core
         core.lock.lock()
         let (outcome, grants, actions) = withdraw
-            ? core.withdrawProducerLocked(waiter) : (waiter.outcome, nil, [])
+            ? core.withdrawProducerLocked(waiter) : (waiter.outcome, nil, IdleWorkers.WakePlan())
         let name = core.name, capacity = core.capacity ?? 0
         core.lock.unlock()
-        for action in actions { core.perform(action) }
+        core.perform(actions)
         if let grants { for semaphore in grants { semaphore.signal() } }
         switch outcome {
         case .granted: return nil

@@ -112,7 +112,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         core.admitBatchLocked(operations)
         let actions = core.collectWakeActionsLocked()
         core.lock.unlock()
-        for action in actions { core.perform(action) }
+        core.perform(actions)
         if waitUntilFinished {
             for op in operations { try op.waitUntilFinished() }
         }
@@ -223,14 +223,14 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     public func setMaxConcurrentOperationCount(_ value: Int) throws(SpindleError) {
         guard value >= -1 else { throw .invalidConcurrencyLimit(value) }
         let core = self.core
-        let actions = core.withAdmittedLock { () -> [QueueCore.WakeAction] in
+        let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in
             core.requestedLimit = value
             core.limit = QueueCore.resolve(value)
             core.invalidateReservations()
-            core.updateSpawnHintLocked()
+            core.publishIdleLocked()
             return core.collectWakeActionsLocked()
         }
-        for action in actions { core.perform(action) }
+        core.perform(actions)
     }
 
     /// Whether the queue starts nothing new (running operations go on). Setting false starts waiting work.
@@ -238,12 +238,12 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         get { self.core.lock.withLock { self.core.suspended } }
         set {
             let core = self.core
-            let actions = core.withAdmittedLock { () -> [QueueCore.WakeAction] in
+            let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in
                 core.suspended = newValue
                 core.invalidateReservations()
-                return newValue ? [] : core.collectWakeActionsLocked()
+                return newValue ? IdleWorkers.WakePlan() : core.collectWakeActionsLocked()
             }
-            for action in actions { core.perform(action) }
+            core.perform(actions)
         }
     }
 

@@ -173,7 +173,7 @@ func qtDrain(_ queue: SpindleOperationQueue, sourceLocation: SourceLocation = #_
 
 /// The queue's worker threads (created or reserved), read under its lock.
 func qtWorkerThreadCount(_ queue: SpindleOperationQueue) -> Int {
-    queue.core.lock.withLock { queue.core.threads.count }
+    queue.core.lock.withLock { queue.core.idle.threads.count }
 }
 
 /// Expects `body` to throw exactly `expected` (the shared `expectSpindleError`).

@@ -1,0 +1,63 @@
+/// Decides how long a thread that just ran out of work should spin before it parks, from the gaps it saw between
+/// going idle and the next work. Shared by the queue workers, `SpindleSemaphore` and the run loop's wakeup. Pure:
+/// no clock, no atomics; the caller measures and reports (so the decisions are tested by feeding it gaps).
+///
+/// Why: spinning pays only when the next event comes inside the spin window; then it saves a park and a wake
+/// (a futex round trip, several microseconds of CPU on each side on a virtual machine) and starts the work
+/// sooner. When the next event comes later, every nanosecond spun is wasted and the park is paid anyway. A
+/// lightly loaded service (an event every 50 µs or more) must not spin at all; a hand-off inside a burst should.
+///
+/// Owner: one thread (a worker's per-thread state, or a local of one wait); never shared, so no lock.
+///
+/// State: `estimateNanos`, a moving average of recent gaps (each new gap weighs 1/2, and counts as at most
+/// `gapCap`, so one long idle spell cools the policy without making it forget short gaps for long); and `misses`,
+/// the spins in a row that ended with nothing. What a gap is: from going idle until the work *arrived* (for a
+/// parked thread, when the waker decided to wake it, not when it got to run), which is what a spin would have
+/// waited.
+///
+/// State machine (`budgetNanos` is the decision):
+/// - COLD (`estimateNanos > window` or `misses >= missLimit`): budget 0, park at once. A new policy is COLD
+///   (`estimateNanos == gapCap`): at light load a thread never spins.
+/// - WARM (`estimateNanos <= window` and `misses < missLimit`): spin for up to `window`.
+/// Transitions:
+/// - `workArrived(afterIdleNanos: g)` folds `g` into the average, and clears `misses` when `g <= window`.
+///   From the cap, one gap of at most `window / 2` (4 µs), or two of at most 6.6 µs, make it WARM. A WARM policy
+///   turns COLD after one gap of `gapCap` or more if its estimate was above `window / 2`, after two otherwise.
+/// - `spinMissed()` counts a spin that found nothing: `missLimit` (2) in a row make it COLD until a gap of at
+///   most `window` is seen again.
+///
+/// Numbers: `window` is 8 µs, about what a park and its wake cost together in CPU here (a futex wait and wake
+/// on a virtual machine), so a spin that catches the work never costs more than the park it saves, and one that
+/// misses costs at most about double (the rent-or-buy bound). `gapCap` is 1.5 × `window`.
+struct SpinPolicy: Sendable, Equatable {
+    /// The longest spin, in nanoseconds.
+    static let window: UInt64 = 8_000
+    /// A gap counts as at most this much in the average.
+    static let gapCap: UInt64 = 3 * window / 2
+    /// Spins in a row that may end with nothing before the policy turns COLD.
+    static let missLimit: UInt8 = 2
+
+    /// The moving average of recent idle gaps, in nanoseconds (starts at `gapCap`: COLD).
+    private(set) var estimateNanos: UInt64 = SpinPolicy.gapCap
+    /// Spins in a row that ended with nothing.
+    private(set) var misses: UInt8 = 0
+
+    init() {}
+
+    /// How long to spin now, in nanoseconds: `window` when WARM, 0 when COLD.
+    var budgetNanos: UInt64 {
+        (self.misses < SpinPolicy.missLimit && self.estimateNanos <= SpinPolicy.window) ? SpinPolicy.window : 0
+    }
+
+    /// Work arrived `gap` nanoseconds after the thread went idle (caught by a spin, or found after a park).
+    mutating func workArrived(afterIdleNanos gap: UInt64) {
+        let sample = min(gap, SpinPolicy.gapCap)
+        self.estimateNanos = (self.estimateNanos + sample) / 2
+        if gap <= SpinPolicy.window { self.misses = 0 }
+    }
+
+    /// A spin used its whole budget and found nothing (the thread parks next).
+    mutating func spinMissed() {
+        if self.misses < UInt8.max { self.misses += 1 }
+    }
+}

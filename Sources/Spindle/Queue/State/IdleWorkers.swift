@@ -1,0 +1,148 @@
+/// The queue's worker threads as the wake decision sees them, and that decision: how to get one more operation
+/// running (wake a parked worker, start a thread, ask the serving run loop, or nothing). A unit of the queue's
+/// locked state: a value stored in `QueueCore` and guarded by `QueueCore.lock`. It decides and never acts: the
+/// caller sends the signal, starts the thread or schedules the perform after unlocking, and publishes
+/// `hintWord` to `IdleHints` after every change (the adding thread's lock-free view of this unit).
+///
+/// Fields (all under `QueueCore.lock`):
+/// - `threads`: the workers started (joined at shutdown); `starting`: places reserved for threads being created;
+/// - `parked`: workers waiting on `QueueCore.workAvailable`; `wakeupsInFlight`: signals sent to them and not yet
+///   consumed;
+/// - `spinning`: a worker is polling for work without the lock (at most one);
+/// - `performPending`: a run-loop-served queue has a dispatching perform scheduled on its loop (at most one);
+/// - `lastSignalAt`: when the last signal was decided (see there).
+///
+/// Invariants (`check()`, asserted in debug builds after every change):
+/// `0 <= wakeupsInFlight <= parked`, `parked + (spinning ? 1 : 0) <= threads.count + starting`, `starting >= 0`;
+/// a run-loop-served queue has no threads.
+///
+/// A worker's states, as this unit counts them (transitions under the lock, by the worker itself unless noted):
+/// BUSY → SPINNING (`beginSpin`, only if nobody spins) → BUSY (work seen) or PARKED;
+/// BUSY → PARKED (`parking`) → BUSY (`unparked`, after a signal, a spurious wakeup, or shutdown).
+/// A thread is STARTING (`wakeOrSpawn` returned `.spawn`, by any thread) → BUSY (`threadStarted`) or gone
+/// (`threadFailedToStart`).
+struct IdleWorkers {
+    /// What to do after unlocking so that one more operation runs. `spawn` carries the new thread's index, which
+    /// names it (`spindle.wN`).
+    enum WakeAction: Equatable { case none, signal, spawn(Int), performOnRunLoop }
+
+    /// What to do after unlocking so that several more operations run (a batch add, a width or suspension
+    /// change): a value, so deciding allocates nothing.
+    struct WakePlan: Equatable {
+        var signals = 0
+        var firstSpawn = 0
+        var spawns = 0
+        var performOnRunLoop = false
+
+        mutating func add(_ action: WakeAction) {
+            switch action {
+            case .none: return
+            case .signal: self.signals += 1
+            case .spawn(let index):
+                if self.spawns == 0 { self.firstSpawn = index }
+                self.spawns += 1
+            case .performOnRunLoop: self.performOnRunLoop = true
+            }
+        }
+    }
+
+    private(set) var threads: [SpindleThread] = []
+    private(set) var starting = 0
+    private(set) var parked = 0
+    private(set) var wakeupsInFlight = 0
+    private(set) var spinning = false
+    private(set) var performPending = false
+    /// When the last `.signal` was decided (monotonic ns, stamped by the caller): the moment work arrived for a
+    /// parked worker, which the woken worker reports to its `SpinPolicy` instead of the moment it got to run
+    /// (that includes the wake's own latency, which a spin would not have paid).
+    var lastSignalAt: UInt64 = 0
+    /// The queue is served by a run loop instead of a pool (immutable).
+    let servedByRunLoop: Bool
+
+    init(servedByRunLoop: Bool) { self.servedByRunLoop = servedByRunLoop }
+
+    /// Threads started or being started.
+    var threadCount: Int { self.threads.count + self.starting }
+
+    /// The wake decision for one operation that could start now (`canDispatch`: ready work, a free slot, not
+    /// suspended). `wanted`: operations running or ready (more threads than that would idle); `limit`: the width.
+    /// Nobody is woken while a worker spins (it takes the work, and wakes the next worker itself if more is ready).
+    mutating func wakeOrSpawn(canDispatch: Bool, shuttingDown: Bool, wanted: Int, limit: Int) -> WakeAction {
+        guard canDispatch, !shuttingDown else { return .none }
+        if self.servedByRunLoop {
+            if self.performPending { return .none }
+            self.performPending = true
+            return .performOnRunLoop
+        }
+        if self.spinning { return .none }
+        if self.parked > self.wakeupsInFlight {
+            self.wakeupsInFlight += 1
+            return .signal
+        }
+        let count = self.threadCount
+        if count < limit && count < wanted {
+            self.starting += 1  // reserved now, so concurrent decisions do not overshoot
+            return .spawn(count)
+        }
+        return .none
+    }
+
+    /// A thread from `.spawn` is running (it fills its reserved place).
+    mutating func threadStarted(_ thread: SpindleThread) {
+        precondition(self.starting > 0, "IdleWorkers: a thread started that nobody reserved")
+        self.starting -= 1
+        self.threads.append(thread)
+    }
+
+    /// A thread from `.spawn` could not be created: its place is free again.
+    mutating func threadFailedToStart() {
+        precondition(self.starting > 0, "IdleWorkers: a thread failed that nobody reserved")
+        self.starting -= 1
+    }
+
+    /// A worker wants to spin; returns false if another one already does (then it parks instead).
+    mutating func beginSpin() -> Bool {
+        if self.spinning { return false }
+        self.spinning = true
+        return true
+    }
+
+    /// The spinning worker is back under the lock.
+    mutating func endSpin() {
+        precondition(self.spinning, "IdleWorkers: endSpin without beginSpin")
+        self.spinning = false
+    }
+
+    /// A worker is about to wait on `workAvailable`.
+    mutating func parking() { self.parked += 1 }
+
+    /// A worker stopped waiting (signalled, spuriously, or without waiting at all); it consumes a signal if one is
+    /// in flight (a spurious wakeup that consumes another worker's signal only leads to one extra signal later).
+    mutating func unparked() {
+        precondition(self.parked > 0, "IdleWorkers: unparked without parking")
+        self.parked -= 1
+        if self.wakeupsInFlight > 0 { self.wakeupsInFlight -= 1 }
+    }
+
+    /// The serving run loop ran the scheduled perform.
+    mutating func performRan() { self.performPending = false }
+
+    /// The lock-free summary for adding threads (see `IdleHints`): whether a worker spins, whether a parked worker
+    /// is still unsignalled (once every parked worker has a signal on its way, an add need not take the lock: the
+    /// woken workers admit the inbox before they can park again), and whether a thread may be started under
+    /// `limit`.
+    func hintWord(limit: Int) -> UInt8 {
+        var word: UInt8 = 0
+        if self.spinning { word |= IdleHints.spinningBit }
+        if self.parked > self.wakeupsInFlight { word |= IdleHints.parkedBit }
+        if !self.servedByRunLoop && self.threadCount < limit { word |= IdleHints.canSpawnBit }
+        return word
+    }
+
+    /// The invariants above.
+    func check() -> Bool {
+        self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0
+            && self.parked + (self.spinning ? 1 : 0) <= self.threadCount
+            && (!self.servedByRunLoop || self.threadCount == 0)
+    }
+}
