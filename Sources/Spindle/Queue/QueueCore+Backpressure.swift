@@ -38,7 +38,7 @@ extension QueueCore {
     @inline(__always)
     func noteMembersLocked() {
         let n = self.memberCount - self.barrierCount
-        if n > self.highWaterMembers { self.highWaterMembers = n }
+        self.stats.noteMembers(n)
     }
 
     /// Stamps an operation's admission time, for `recordWaitLocked`. Caller holds `lock`.
@@ -58,9 +58,7 @@ extension QueueCore {
         let waited = now > extras.admittedAt ? now - extras.admittedAt : 0
         extras.admittedAt = 0
         op.isTimed = false
-        self.waitSamples += 1
-        self.waitTotalNs &+= waited
-        if waited > self.waitMaxNs { self.waitMaxNs = waited }
+        self.stats.recordWait(waited)
     }
 
     /// Whether `count` more operations may be admitted now. Caller holds `lock`.
@@ -119,7 +117,7 @@ extension QueueCore {
             list.remove(at: index)
             self.producers = list.isEmpty ? nil : list
         }
-        self.rejectedCount += 1
+        self.stats.recordRejected()
         let grants = self.grantProducersLocked()
         return (.withdrawn, grants, self.collectWakeActionsLocked())
     }

@@ -51,7 +51,7 @@ extension QueueCore {
     /// After `takeNextLocked`: fills this worker's empty reservation with the next ready operations if the
     /// backlog is long enough and they qualify (see above). Caller holds `lock`.
     func reserveLocked(_ reservation: Reservation) {
-        let threshold = self.limit * QueueCore.batchThresholdPerSlot
+        let threshold = self.slots.limit * QueueCore.batchThresholdPerSlot
         guard self.ready.count > threshold else { return }
         var count = 0
         var floor = self.floorLocked

@@ -3,12 +3,12 @@ extension QueueCore {
     /// Settings, counts, and every member not yet running with what it waits on.
     func debugSummary() -> String {
         self.withAdmittedLock {
-            var header = "SpindleOperationQueue '\(self.name)': width \(self.limit) (requested \(self.requestedLimit)), "
-                + "\(self.suspended ? "suspended" : "running"), members \(self.memberCount), running \(self.running), "
+            var header = "SpindleOperationQueue '\(self.name)': width \(self.slots.limit) (requested \(self.slots.requestedLimit)), "
+                + "\(self.slots.suspended ? "suspended" : "running"), members \(self.memberCount), running \(self.slots.running), "
                 + "ready \(self.ready.count), threads \(self.idle.threads.count) (parked \(self.idle.parked)), "
-                + "held behind barriers \(self.held.count - self.heldHead), finished \(self.finishedCount)"
-            header += " (cancelled \(self.cancelledCount), failed \(self.failedCount)), high water "
-            header += "\(self.highWaterMembers)/\(self.highWaterRunning)"
+                + "held behind barriers \(self.barriers.heldCount), finished \(self.stats.finished)"
+            header += " (cancelled \(self.stats.cancelled), failed \(self.stats.failed)), high water "
+            header += "\(self.stats.highWaterMembers)/\(self.stats.highWaterRunning)"
             if let capacity = self.capacity { header += ", capacity \(capacity) (\(self.fullPolicy))" }
             var lines = [header]
             var node = self.memberHead

@@ -29,7 +29,7 @@ extension QueueCore {
     /// the adding thread keeps that counter's cache line to itself.
     static let dropBatch = 256
 
-    var canDispatchLocked: Bool { self.ready.count > 0 && self.running < self.limit && !self.suspended }
+    var canDispatchLocked: Bool { self.slots.canDispatch(ready: self.ready.count) }
 
     /// Decides how to get one more operation running: wake a parked worker, start a thread, or nothing (also when
     /// a worker is spinning: it will take the work). Caller holds `lock`; it performs the action after unlocking.
@@ -37,7 +37,7 @@ extension QueueCore {
     func wakeOrSpawnLocked() -> WakeAction {
         let action = self.idle.wakeOrSpawn(
             canDispatch: self.canDispatchLocked, shuttingDown: self.shuttingDown,
-            wanted: self.running + self.ready.count, limit: self.limit)
+            wanted: self.slots.running + self.ready.count, limit: self.slots.limit)
         if action != .none {
             if action == .signal { self.idle.lastSignalAt = cshim_clock_monotonic_ns() }
             self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start
@@ -49,7 +49,7 @@ extension QueueCore {
     /// performs the plan after unlocking. Allocates nothing.
     func collectWakeActionsLocked() -> IdleWorkers.WakePlan {
         var plan = IdleWorkers.WakePlan()
-        let room = max(0, min(self.ready.count, self.limit - self.running))
+        let room = self.slots.room(ready: self.ready.count)
         for _ in 0..<room {
             let action = self.wakeOrSpawnLocked()
             if action == .none { break }
@@ -175,7 +175,7 @@ extension QueueCore {
                 }
                 continue
             }
-            if !self.suspended && self.running < self.limit && self.reclaimReservationsLocked() {
+            if self.slots.hasFreeSlot && self.reclaimReservationsLocked() {
                 continue  // another worker's reserved operations are back in the buckets: run them
             }
             if finished != nil || dropped != nil {
@@ -279,8 +279,7 @@ extension QueueCore {
     /// passes to the caller. Caller holds `lock` and has checked `canDispatchLocked`.
     private func takeNextLocked() -> Unmanaged<SpindleOperation> {
         let link = self.ready.popHighest()!
-        self.running += 1
-        if self.running > self.highWaterRunning { self.highWaterRunning = self.running }
+        self.stats.noteRunning(self.slots.take())
         link._withUnsafeGuaranteedRef { op in
             op.queueHoldsReference = false
             if op.isTimed { self.recordWaitLocked(op) }

@@ -23,8 +23,8 @@ import Synchronization
 ///   and fewer than `limit` exist (`wakeOrSpawnLocked`, deciding through `IdleWorkers`).
 ///
 /// Barriers: operations added while a barrier is pending are `held` (FIFO, with the barriers among them). The
-/// first held barrier is released when every operation before it has finished (`activeUnfinished == 0`); the
-/// operations behind it are released when it finishes.
+/// first held barrier is released when every operation before it has finished; the operations behind it are
+/// released when it finishes (`BarrierGate`).
 ///
 /// References: the queue holds exactly one retained reference to each operation from the moment it is added (the
 /// inbox push, or admission under the lock) until it has finished and been unlinked, and moves that one reference
@@ -52,19 +52,15 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var memberTail: Unmanaged<SpindleOperation>?
     @exclusivity(unchecked) var memberCount = 0  // all members, barriers included
     @exclusivity(unchecked) var barrierCount = 0
-    @exclusivity(unchecked) var running = 0  // dispatched and not finished: slots in use
-    @exclusivity(unchecked) var requestedLimit: Int
-    @exclusivity(unchecked) var limit: Int
-    @exclusivity(unchecked) var suspended = false
+    /// Width, slots in use, suspension (see `DispatchSlots`).
+    @exclusivity(unchecked) var slots: DispatchSlots
     /// The workers and the wake decision (see `IdleWorkers`); mirrored for adding threads in `idleHints`.
     @exclusivity(unchecked) var idle: IdleWorkers
     @exclusivity(unchecked) var shuttingDown = false
-    @exclusivity(unchecked) var activeUnfinished = 0  // non-barrier members released (not held) and not finished
-    @exclusivity(unchecked) var held: [SpindleOperation] = []
-    @exclusivity(unchecked) var heldHead = 0
-    @exclusivity(unchecked) var barrierActive = false
-    @exclusivity(unchecked) var finishedCount = 0
-    @exclusivity(unchecked) var cancelledCount = 0
+    /// Which members are released and which are held behind a barrier (see `BarrierGate`).
+    @exclusivity(unchecked) var barriers = BarrierGate<Unmanaged<SpindleOperation>>()
+    /// The counters behind `snapshot()` (see `QueueStatistics`).
+    @exclusivity(unchecked) var stats = QueueStatistics()
     /// For a queue served by a run loop (the main queue) instead of a pool: that loop (its pending perform is
     /// counted in `idle`).
     let servingRunLoop: SpindleRunLoop?
@@ -87,16 +83,6 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var fullPolicy: SpindleFullQueuePolicy = .block
     /// Blocked producers, oldest first; nil (not empty) when there are none, so the finish path tests one field.
     @exclusivity(unchecked) var producers: [ProducerWaiter]? = nil
-    /// Statistics for `snapshot()`.
-    @exclusivity(unchecked) var failedCount = 0
-    @exclusivity(unchecked) var highWaterMembers = 0
-    @exclusivity(unchecked) var highWaterRunning = 0
-    @exclusivity(unchecked) var rejectedCount = 0  // adds refused (policy .reject, or a timed add that expired)
-    @exclusivity(unchecked) var callerRanCount = 0  // operations run on the adding thread (policy .callerRuns)
-    @exclusivity(unchecked) var collectsWaitTimes = false
-    @exclusivity(unchecked) var waitSamples = 0
-    @exclusivity(unchecked) var waitTotalNs: UInt64 = 0
-    @exclusivity(unchecked) var waitMaxNs: UInt64 = 0
 
     // MARK: What an adding thread touches
     // Padded off from the fields above, which workers write for every operation (buckets, counts, `pushes`): an
@@ -130,8 +116,7 @@ final class QueueCore: @unchecked Sendable {
     init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil) {
         self.servingRunLoop = servingRunLoop
         self.name = name
-        self.requestedLimit = limit
-        self.limit = QueueCore.resolve(limit)
+        self.slots = DispatchSlots(requested: limit, resolved: QueueCore.resolve(limit))
         self.idle = IdleWorkers(servedByRunLoop: servingRunLoop != nil)
         self.workAvailable = SpindleCondition(sharing: self.lock)
         self.drained = SpindleCondition(sharing: self.lock)
@@ -187,6 +172,7 @@ final class QueueCore: @unchecked Sendable {
     /// Admits the inbox's operations in the order they were added. Caller holds `lock`.
     @inline(__always)
     func drainInboxLocked() {
+        assert(self.checkInvariantsLocked(), "QueueCore: the locked state's invariants are broken")
         if self.inbox.load(ordering: .sequentiallyConsistent) == 0 { return }
         self.drainInboxSlowLocked()
     }
@@ -218,7 +204,7 @@ final class QueueCore: @unchecked Sendable {
     @inline(__always)
     func publishIdleLocked() {
         assert(self.idle.check(), "QueueCore: IdleWorkers invariants broken")
-        self.idleHints.publish(self.idle.hintWord(limit: self.limit))
+        self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))
     }
 
     // MARK: - Outstanding operations and the handle
@@ -246,46 +232,35 @@ final class QueueCore: @unchecked Sendable {
     /// Links a claimed operation as a member, released or held behind a barrier; `link` carries the queue's
     /// reference (see "References"), which the member list now owns. Caller holds `lock`.
     func admitLocked(_ link: Unmanaged<SpindleOperation>) {
-        let held = link._withUnsafeGuaranteedRef { op -> Bool in
-            if self.collectsWaitTimes { self.stampAdmissionLocked(op) }
+        let isBarrier = link._withUnsafeGuaranteedRef { op -> Bool in
+            if self.stats.collectsWaitTimes { self.stampAdmissionLocked(op) }
             op.isAdmitted = true
             op.queueHoldsReference = true
             op.memberNext = nil
             op.memberPrev = self.memberTail
             if op.isBarrier { self.barrierCount += 1 }
-            return op.isBarrier || self.barrierActive || self.heldHead < self.held.count
+            return op.isBarrier
         }
         if let tail = self.memberTail { tail._withUnsafeGuaranteedRef { $0.memberNext = link } } else {
             self.memberHead = link
         }
         self.memberTail = link
         self.memberCount += 1
-        if held {
-            let op = link.takeUnretainedValue()
-            op.isHeld = true
-            self.held.append(op)
-            self.advanceBarriersLocked()
-        } else {
-            self.activeUnfinished += 1
+        if !self.barriers.admit(link, isBarrier: isBarrier) {
+            link._withUnsafeGuaranteedRef { $0.isHeld = true }
+            self.releaseHeldLocked()
         }
     }
 
-    /// Releases held operations up to the next barrier, and that barrier once nothing before it is unfinished.
-    func advanceBarriersLocked() {
-        while !self.barrierActive && self.heldHead < self.held.count {
-            let op = self.held[self.heldHead]
-            if op.isBarrier && self.activeUnfinished > 0 { break }
-            self.heldHead += 1
-            if op.isBarrier { self.barrierActive = true } else { self.activeUnfinished += 1 }
-            op.isHeld = false
-            if op.currentState.isScheduled { self.pushLocked(Unmanaged.passUnretained(op)) }
-        }
-        if self.heldHead == self.held.count {
-            self.held.removeAll(keepingCapacity: true)
-            self.heldHead = 0
-        } else if self.heldHead > 64 && self.heldHead * 2 > self.held.count {
-            self.held.removeFirst(self.heldHead)
-            self.heldHead = 0
+    /// Releases what the barrier gate lets go now (held operations up to the next barrier, and that barrier once
+    /// nothing before it is unfinished), scheduling those already claimed as ready. Caller holds `lock`.
+    func releaseHeldLocked() {
+        while let (link, _) = self.barriers.nextReleasable() {
+            let scheduled = link._withUnsafeGuaranteedRef { op -> Bool in
+                op.isHeld = false
+                return op.currentState.isScheduled
+            }
+            if scheduled { self.pushLocked(link) }
         }
     }
 
@@ -374,18 +349,12 @@ final class QueueCore: @unchecked Sendable {
         let dropsReference = op.queueHoldsReference
         op.queueHoldsReference = false
         self.memberCount -= 1
-        if freesSlot { self.running -= 1 }
-        self.finishedCount += 1
+        if freesSlot { self.slots.free() }
         let s = op.currentState
-        if s.isCancelled { self.cancelledCount += 1 }
-        if s.isFailed { self.failedCount += 1 }
-        if op.isBarrier {
-            self.barrierCount -= 1
-            self.barrierActive = false
-        } else {
-            self.activeUnfinished -= 1
-        }
-        if self.heldHead < self.held.count { self.advanceBarriersLocked() }
+        self.stats.recordFinish(cancelled: s.isCancelled, failed: s.isFailed)
+        if op.isBarrier { self.barrierCount -= 1 }
+        self.barriers.finished(isBarrier: op.isBarrier)
+        if self.barriers.mayRelease { self.releaseHeldLocked() }
         var wake: [SpindleSemaphore]? = nil
         if self.producers != nil { wake = self.grantProducersLocked() }  // room for blocked producers
         if self.memberCount == 0 {

@@ -145,7 +145,7 @@ extension SpindleOperationQueue {
                 refusal = .queueFull(name: core.name, capacity: core.capacity ?? 0)
             case .callerRuns:
                 if self.canRunOnCaller(operations) {
-                    core.callerRanCount += n
+                    core.stats.recordRanOnCaller(n)
                     for op in operations { self.unclaim(op) }
                     core.lock.unlock()
                     SpindleOperationQueue.runOnCaller(operations)
@@ -162,7 +162,7 @@ extension SpindleOperationQueue {
                     return waiter
                 }
             }
-            core.rejectedCount += 1
+            core.stats.recordRejected()
         }
         for op in operations { self.unclaim(op) }
         core.lock.unlock()

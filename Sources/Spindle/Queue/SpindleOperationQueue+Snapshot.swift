@@ -27,22 +27,22 @@ extension SpindleOperationQueue {
             }
             let blocked = core.blockedProducerCountsLocked
             return SpindleQueueSnapshot(
-                name: core.name, maxConcurrentOperationCount: core.limit, isSuspended: core.suspended,
+                name: core.name, maxConcurrentOperationCount: core.slots.limit, isSuspended: core.slots.suspended,
                 operationCount: core.countedMembersLocked, waitingByPriority: waiting, ready: ready,
-                executing: core.running, finished: core.finishedCount, cancelled: core.cancelledCount,
-                failed: core.failedCount, highWaterOperationCount: core.highWaterMembers,
-                highWaterExecuting: core.highWaterRunning, capacity: core.capacity, fullQueuePolicy: core.fullPolicy,
+                executing: core.slots.running, finished: core.stats.finished, cancelled: core.stats.cancelled,
+                failed: core.stats.failed, highWaterOperationCount: core.stats.highWaterMembers,
+                highWaterExecuting: core.stats.highWaterRunning, capacity: core.capacity, fullQueuePolicy: core.fullPolicy,
                 blockedProducers: blocked.producers, blockedOperations: blocked.operations,
-                rejected: core.rejectedCount, ranOnCaller: core.callerRanCount, waitTimeSamples: core.waitSamples,
-                totalWaitTime: .nanoseconds(Int64(clamping: core.waitTotalNs)),
-                maxWaitTime: .nanoseconds(Int64(clamping: core.waitMaxNs)))
+                rejected: core.stats.rejected, ranOnCaller: core.stats.ranOnCaller, waitTimeSamples: core.stats.waitSamples,
+                totalWaitTime: .nanoseconds(Int64(clamping: core.stats.waitTotalNs)),
+                maxWaitTime: .nanoseconds(Int64(clamping: core.stats.waitMaxNs)))
         }
     }
 
     /// Whether the queue measures how long each operation waits from admission to being started (default off:
     /// see the note above). Turning it on measures operations admitted from then on. Any thread.
     public var collectsWaitTimes: Bool {
-        get { self.core.lock.withLock { self.core.collectsWaitTimes } }
-        set { self.core.withAdmittedLock { self.core.collectsWaitTimes = newValue } }
+        get { self.core.lock.withLock { self.core.stats.collectsWaitTimes } }
+        set { self.core.withAdmittedLock { self.core.stats.collectsWaitTimes = newValue } }
     }
 }

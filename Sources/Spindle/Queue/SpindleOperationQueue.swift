@@ -215,7 +215,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     }
 
     /// How many operations may run at once; `defaultMaxConcurrentOperationCount` (-1) means the CPU count.
-    public var maxConcurrentOperationCount: Int { self.core.lock.withLock { self.core.requestedLimit } }
+    public var maxConcurrentOperationCount: Int { self.core.lock.withLock { self.core.slots.requestedLimit } }
 
     /// Changes the width; takes effect at once (raising it starts waiting operations right away; lowering it
     /// lets running ones finish). 0 starts nothing.
@@ -224,8 +224,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         guard value >= -1 else { throw .invalidConcurrencyLimit(value) }
         let core = self.core
         let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in
-            core.requestedLimit = value
-            core.limit = QueueCore.resolve(value)
+            core.slots.setWidth(requested: value, resolved: QueueCore.resolve(value))
             core.invalidateReservations()
             core.publishIdleLocked()
             return core.collectWakeActionsLocked()
@@ -235,11 +234,11 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// Whether the queue starts nothing new (running operations go on). Setting false starts waiting work.
     public var isSuspended: Bool {
-        get { self.core.lock.withLock { self.core.suspended } }
+        get { self.core.lock.withLock { self.core.slots.suspended } }
         set {
             let core = self.core
             let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in
-                core.suspended = newValue
+                core.slots.setSuspended(newValue)
                 core.invalidateReservations()
                 return newValue ? IdleWorkers.WakePlan() : core.collectWakeActionsLocked()
             }

@@ -77,7 +77,7 @@ import Testing
         try queue.addOperations(ops)
         #expect(await atEventually { input.waiterCount == 2 })
         #expect(await atEventually {
-            queue.core.lock.withLock { queue.core.idle.parked == queue.core.idle.threads.count && queue.core.running == 2 }
+            queue.core.lock.withLock { queue.core.idle.parked == queue.core.idle.threads.count && queue.core.slots.running == 2 }
         })
         #expect(ops.filter(\.isExecuting).count == 2)
         input.signal()

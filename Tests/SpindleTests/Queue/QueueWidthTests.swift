@@ -12,7 +12,7 @@ import Testing
         let queue = try SpindleOperationQueue()
         #expect(SpindleOperationQueue.defaultMaxConcurrentOperationCount == -1)
         #expect(queue.maxConcurrentOperationCount == -1)
-        #expect(queue.core.lock.withLock { queue.core.limit } == spindleActiveProcessorCount())
+        #expect(queue.core.lock.withLock { queue.core.slots.limit } == spindleActiveProcessorCount())
     }
 
     /// Workers started by one batch each get their own name (`spindle.w0`, `spindle.w1`): the index is taken when
@@ -46,7 +46,7 @@ import Testing
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
         qtExpectError(.invalidConcurrencyLimit(value)) { try queue.setMaxConcurrentOperationCount(value) }
         #expect(queue.maxConcurrentOperationCount == 2)
-        #expect(queue.core.lock.withLock { queue.core.limit } == 2)
+        #expect(queue.core.lock.withLock { queue.core.slots.limit } == 2)
         // The queue still works at its old width.
         let rendezvous = QTRendezvous(parties: 2)
         let met = QTCounter()

@@ -1,0 +1,19 @@
+/// The identities that tie the units of the queue's locked state together, checked in debug builds wherever a
+/// locked section begins (`drainInboxLocked`), so every event's end state is checked by the next one, in the
+/// threaded tests and the stress pass alike. Compiled out at `-O` (`assert`).
+extension QueueCore {
+    /// Each unit's own invariants, and across units:
+    /// - members = released non-barrier members + held members + the running barrier (`BarrierGate`);
+    /// - barrier members ≤ members; held members ≤ members;
+    /// - no members ⇒ nothing in the ready buckets;
+    /// - a run-loop-served queue has no threads, a pool-served one no pending perform.
+    /// Caller holds `lock`.
+    func checkInvariantsLocked() -> Bool {
+        self.idle.check() && self.slots.check() && self.stats.check() && self.barriers.check()
+            && self.memberCount
+                == self.barriers.activeUnfinished + self.barriers.heldCount + (self.barriers.barrierActive ? 1 : 0)
+            && self.barrierCount >= 0 && self.barrierCount <= self.memberCount
+            && (self.memberCount > 0 || self.ready.count == 0)
+            && (self.servingRunLoop != nil || !self.idle.performPending)
+    }
+}

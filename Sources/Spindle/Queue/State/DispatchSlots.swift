@@ -1,0 +1,59 @@
+/// The queue's slots: how many operations may run at once (the width), how many hold a slot now, and whether
+/// dispatching is suspended. A unit of the queue's locked state: a value stored in `QueueCore`, guarded by
+/// `QueueCore.lock`; it decides and never acts.
+///
+/// Fields (all under `QueueCore.lock`): `running`, operations dispatched and not finished (a concurrent operation
+/// keeps its slot until it finishes; a worker's reserved batch shares its one slot); `limit`, the width in force
+/// (`requestedLimit` resolved: the default sentinel means the CPU count); `requestedLimit`, as set by the user;
+/// `suspended`.
+///
+/// Invariants (`check()`): `running >= 0`, `limit >= 0`. `running` may exceed `limit` after the width is lowered
+/// (running operations are never stopped); nothing more is dispatched until it is below again.
+/// No state machine beyond the counts: `take` (a dispatch) and `free` (a finish) move `running`; the user's
+/// setters move the rest.
+struct DispatchSlots {
+    private(set) var running = 0
+    private(set) var limit: Int
+    private(set) var requestedLimit: Int
+    private(set) var suspended = false
+
+    init(requested: Int, resolved: Int) {
+        self.requestedLimit = requested
+        self.limit = resolved
+    }
+
+    /// Whether a slot is free for dispatching now (width not reached, not suspended).
+    @inline(__always)
+    var hasFreeSlot: Bool { self.running < self.limit && !self.suspended }
+
+    /// Whether one of `ready` ready operations may start now.
+    @inline(__always)
+    func canDispatch(ready: Int) -> Bool { ready > 0 && self.hasFreeSlot }
+
+    /// How many of `ready` ready operations may start now.
+    func room(ready: Int) -> Int { self.suspended ? 0 : max(0, min(ready, self.limit - self.running)) }
+
+    /// An operation takes a slot; returns the slots in use now.
+    @inline(__always)
+    mutating func take() -> Int {
+        self.running += 1
+        return self.running
+    }
+
+    /// An operation that held a slot finished.
+    @inline(__always)
+    mutating func free() {
+        self.running -= 1
+    }
+
+    /// A new width: `requested` as the user gave it, `resolved` as it applies.
+    mutating func setWidth(requested: Int, resolved: Int) {
+        self.requestedLimit = requested
+        self.limit = resolved
+    }
+
+    mutating func setSuspended(_ suspended: Bool) { self.suspended = suspended }
+
+    /// The invariants above.
+    func check() -> Bool { self.running >= 0 && self.limit >= 0 }
+}

@@ -1,0 +1,101 @@
+import Testing
+
+@testable import Spindle
+
+/// `BarrierGate`, `DispatchSlots` and `QueueStatistics` without threads: scripts in, decisions out.
+@Suite struct QueueUnitsTests {
+    /// Drains everything the gate releases now.
+    private func release(_ gate: inout BarrierGate<Int>) -> [Int] {
+        var out: [Int] = []
+        while let next = gate.nextReleasable() { out.append(next.element) }
+        return out
+    }
+
+    @Test func withoutBarriersEverythingIsReleasedAtOnce() {
+        var gate = BarrierGate<Int>()
+        for i in 0..<5 { do { let admitted = gate.admit(i, isBarrier: false); #expect(admitted) } }
+        #expect(gate.activeUnfinished == 5 && gate.heldCount == 0 && gate.check())
+    }
+
+    @Test func aBarrierWaitsForWhatCameBeforeAndHoldsWhatComesAfter() {
+        var gate = BarrierGate<Int>()
+        do { let admitted = gate.admit(1, isBarrier: false); #expect(admitted) }
+        do { let admitted = gate.admit(2, isBarrier: false); #expect(admitted) }
+        do { let admitted = gate.admit(3, isBarrier: true); #expect(!admitted) }
+        do { let released = self.release(&gate); #expect(released == []) }  // 1 and 2 are unfinished
+        do { let admitted = gate.admit(4, isBarrier: false); #expect(!admitted) }  // behind the barrier
+        do { let admitted = gate.admit(5, isBarrier: true); #expect(!admitted) }
+        do { let admitted = gate.admit(6, isBarrier: false); #expect(!admitted) }
+        #expect(gate.check())
+        gate.finished(isBarrier: false)
+        do { let released = self.release(&gate); #expect(released == []) }
+        gate.finished(isBarrier: false)
+        do { let released = self.release(&gate); #expect(released == [3]) }  // alone now
+        #expect(gate.barrierActive && gate.check())
+        gate.finished(isBarrier: true)
+        do { let released = self.release(&gate); #expect(released == [4]) }  // up to the next barrier, which waits for 4
+        gate.finished(isBarrier: false)
+        do { let released = self.release(&gate); #expect(released == [5]) }
+        gate.finished(isBarrier: true)
+        do { let released = self.release(&gate); #expect(released == [6]) }
+        #expect(gate.heldCount == 0 && gate.held.isEmpty && gate.check())  // the served prefix was dropped
+    }
+
+    @Test func aBarrierWithNothingBeforeItIsReleasedAtOnce() {
+        var gate = BarrierGate<Int>()
+        do { let admitted = gate.admit(1, isBarrier: true); #expect(!admitted) }
+        do { let released = self.release(&gate); #expect(released == [1]) }
+        #expect(gate.barrierActive)
+    }
+
+    @Test func heldStorageIsBoundedByWhatIsHeld() {
+        // A barrier always pending with work behind it: without dropping the served prefix the storage would grow
+        // by one entry per operation.
+        var gate = BarrierGate<Int>()
+        var maxStored = 0
+        for i in 0..<10_000 {
+            do { let admitted = gate.admit(2 * i, isBarrier: true); #expect(!admitted) }
+            do { let admitted = gate.admit(2 * i + 1, isBarrier: false); #expect(!admitted) }
+            do { let released = self.release(&gate); #expect(released == [2 * i]) }
+            gate.finished(isBarrier: true)
+            do { let released = self.release(&gate); #expect(released == [2 * i + 1]) }
+            gate.finished(isBarrier: false)
+            maxStored = max(maxStored, gate.held.count)
+        }
+        #expect(maxStored <= 2)
+    }
+
+    @Test func slotsCountWidthAndSuspension() {
+        var slots = DispatchSlots(requested: -1, resolved: 2)
+        #expect(slots.canDispatch(ready: 1) && !slots.canDispatch(ready: 0))
+        #expect(slots.room(ready: 5) == 2)
+        let first = slots.take(), second = slots.take()
+        #expect(first == 1 && second == 2)
+        #expect(!slots.canDispatch(ready: 1) && slots.room(ready: 5) == 0)
+        slots.setWidth(requested: 1, resolved: 1)  // lowered below the running count: nothing stops
+        #expect(slots.running == 2 && slots.requestedLimit == 1 && slots.check())
+        slots.free()
+        slots.free()
+        #expect(slots.canDispatch(ready: 1))
+        slots.setSuspended(true)
+        #expect(!slots.canDispatch(ready: 1) && slots.room(ready: 3) == 0 && !slots.hasFreeSlot)
+    }
+
+    @Test func statisticsRecordFinishesHighWaterMarksAndWaits() {
+        var stats = QueueStatistics()
+        stats.recordFinish(cancelled: true, failed: false)
+        stats.recordFinish(cancelled: true, failed: true)
+        stats.recordFinish(cancelled: false, failed: false)
+        stats.noteMembers(3)
+        stats.noteMembers(1)
+        stats.noteRunning(2)
+        stats.recordWait(10)
+        stats.recordWait(30)
+        stats.recordRejected()
+        stats.recordRanOnCaller(4)
+        #expect(stats.finished == 3 && stats.cancelled == 2 && stats.failed == 1)
+        #expect(stats.highWaterMembers == 3 && stats.highWaterRunning == 2)
+        #expect(stats.waitSamples == 2 && stats.waitTotalNs == 40 && stats.waitMaxNs == 30)
+        #expect(stats.rejected == 1 && stats.ranOnCaller == 4 && stats.check())
+    }
+}
