@@ -6,11 +6,14 @@
 ///
 /// - `queued` (¬granted, ¬cancelled, no continuation): in `parked`, the task has not suspended yet;
 /// - `suspended` (continuation set): in `parked`, the task sleeps;
-/// - `granted` (terminal): `signal` took the node out of `parked` and gave it the permit; the continuation (if
-///   already set) is resumed normally outside the lock, or the task sees `granted` when it comes to suspend;
-/// - `cancelled` (terminal): the task's cancellation handler removed the node from `parked` before any grant;
-///   the continuation (if set) is resumed with `CancellationError` outside the lock, or the task sees `cancelled`
-///   when it comes to suspend.
+/// - `granted` (terminal): `signal` took the node out of the line (advanced `parkedHead` past it) and gave it the
+///   permit; the continuation (if already set) is resumed normally outside the lock, or the task sees `granted`
+///   when it comes to suspend;
+/// - `cancelled` (terminal): the task's cancellation handler removed the node from the line before any grant
+///   (`removeParkedLocked`, which also drops the served prefix when due); the continuation (if set) is resumed
+///   with `CancellationError` outside the lock, or the task sees `cancelled` when it comes to suspend.
+///
+/// Async waiters never spin and never report to the semaphore's `spinPolicy` (a suspended task costs no thread).
 ///
 /// Grant and cancellation are decided under the same lock, so exactly one of them wins and the continuation is
 /// resumed exactly once. Decision for the race "granted the permit at the same moment it was cancelled": whichever
@@ -30,8 +33,7 @@ extension SpindleSemaphore {
         try Task.checkCancellation()
         self.condition.lock()
         if self.permits > 0 {
-            self.permits -= 1
-            self.permitHint.store(self.permits, ordering: .relaxed)
+            self.takePermitLocked()
             self.condition.unlock()
             return
         }
@@ -64,17 +66,6 @@ extension SpindleSemaphore {
             me.continuation = nil
             self.condition.unlock()
             continuation?.resume(throwing: CancellationError())
-        }
-    }
-
-    /// Removes a waiter that is still in the line (not granted). Caller holds `condition`'s mutex.
-    func removeParkedLocked(_ waiter: Waiter) {
-        if let index = self.parked[self.parkedHead...].firstIndex(where: { $0 === waiter }) {
-            self.parked.remove(at: index)
-            if self.parkedHead == self.parked.count {
-                self.parked.removeAll(keepingCapacity: true)
-                self.parkedHead = 0
-            }
         }
     }
 

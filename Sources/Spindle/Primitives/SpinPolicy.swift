@@ -7,13 +7,14 @@
 /// sooner. When the next event comes later, every nanosecond spun is wasted and the park is paid anyway. A
 /// lightly loaded service (an event every 50 µs or more) must not spin at all; a hand-off inside a burst should.
 ///
-/// Owner: one thread (a worker's per-thread state, or a local of one wait); never shared, so no lock.
+/// Owner: one thread (a worker's per-thread state, the run loop's wakeup), or one lock (`SpindleSemaphore` keeps
+/// one per semaphore under its mutex). The policy has no synchronisation of its own.
 ///
-/// State: `estimateNanos`, a moving average of recent gaps (each new gap weighs 1/2, and counts as at most
-/// `gapCap`, so one long idle spell cools the policy without making it forget short gaps for long); and `misses`,
-/// the spins in a row that ended with nothing. What a gap is: from going idle until the work *arrived* (for a
-/// parked thread, when the waker decided to wake it, not when it got to run), which is what a spin would have
-/// waited.
+/// State: `estimateNanos`, a moving average of recent gaps (each new gap weighs 1/2, the mean rounded up, and
+/// counts as at most `gapCap`, so one long idle spell cools the policy without making it forget short gaps for
+/// long); and `misses`, the spins in a row that ended with nothing. What a gap is: from going idle until the work
+/// *arrived* (for a parked thread, when the waker decided to wake it, not when it got to run), which is what a
+/// spin would have waited.
 ///
 /// State machine (`budgetNanos` is the decision):
 /// - COLD (`estimateNanos > window` or `misses >= missLimit`): budget 0, park at once. A new policy is COLD
@@ -21,8 +22,9 @@
 /// - WARM (`estimateNanos <= window` and `misses < missLimit`): spin for up to `window`.
 /// Transitions:
 /// - `workArrived(afterIdleNanos: g)` folds `g` into the average, and clears `misses` when `g <= window`.
-///   From the cap, one gap of at most `window / 2` (4 µs), or two of at most 6.6 µs, make it WARM. A WARM policy
-///   turns COLD after one gap of `gapCap` or more if its estimate was above `window / 2`, after two otherwise.
+///   From the cap, one gap of at most `window / 2` (4 µs), or two of at most 6,666 ns (`window * 5 / 6`), make
+///   it WARM. A WARM policy turns COLD after one gap of `gapCap` or more if its estimate was above `window / 2`,
+///   after two otherwise. (These bounds are exact because the mean is rounded up.)
 /// - `spinMissed()` counts a spin that found nothing: `missLimit` (2) in a row make it COLD until a gap of at
 ///   most `window` is seen again.
 ///
@@ -52,7 +54,8 @@ struct SpinPolicy: Sendable, Equatable {
     /// Work arrived `gap` nanoseconds after the thread went idle (caught by a spin, or found after a park).
     mutating func workArrived(afterIdleNanos gap: UInt64) {
         let sample = min(gap, SpinPolicy.gapCap)
-        self.estimateNanos = (self.estimateNanos + sample) / 2
+        // Rounded up, so the boundaries above hold to the nanosecond (rounding down let 4,001 ns warm a new policy).
+        self.estimateNanos = (self.estimateNanos + sample + 1) / 2
         if gap <= SpinPolicy.window { self.misses = 0 }
     }
 

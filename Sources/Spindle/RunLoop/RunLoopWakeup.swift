@@ -9,24 +9,63 @@ import Synchronization
 /// - `descriptor` is created in `init` and closed in `deinit`; it never changes in between.
 /// - `signal()` may be called from any thread, any number of times (the kernel counter coalesces them).
 /// - `drain()` and `wait(...)` are called only by the thread that owns the run loop.
+/// - `seenAtDrain` and `spinPolicy` are plain stored properties of the owner thread (read and written only in
+///   `drain` and `wait`), so they need no lock.
+/// - `signals` and `firstSignalAt` are atomics shared by the signallers and the owner (see below).
 ///
 /// State machine of the counter: zero (the loop may sleep) → non-zero after any `signal()` (the descriptor is
 /// readable: a poll returns at once) → zero again after `drain()`. Because the owner drains *before* it looks
 /// for work and every producer publishes its work *before* signalling, a wakeup can never be lost.
 ///
-/// Spinning: `signals` (atomic) counts `signal()` calls; `seenAtDrain` (owner only) is its value at the last drain.
-/// Before sleeping with no descriptors to watch, the owner polls `signals` for a few microseconds: work sent from
-/// another core then costs no kernel wakeup (tens of microseconds on a virtual machine). The spin never outlasts
-/// the wait's deadline, and the poll that follows returns at once if a signal came.
+/// Spinning: `signals` (atomic) counts `signal()` calls; `seenAtDrain` (owner only) is its value at the last
+/// drain. Before sleeping with no descriptors to watch, the owner polls `signals` for `spinPolicy.budgetNanos` (0 or
+/// `SpinPolicy.window`, 8 µs; the clock is read every `roundsPerClockRead` rounds): work sent from another core
+/// then costs no kernel wakeup (tens of microseconds on a virtual machine), and a spin that sees a signal returns
+/// without calling poll. A COLD policy (a new loop, or one woken every 50 µs or more) goes straight to poll. The
+/// spin never outlasts the wait's deadline.
+///
+/// What the owner tells its policy (owner thread, in `wait`): `spinMissed()` when a spin used its whole budget
+/// with no signal (it polls next); `workArrived(afterIdleNanos:)` when a signal came during the wait (or between
+/// the last drain and the wait), with the gap from entering `wait` to the time the first signaller stamped in
+/// `firstSignalAt` (so a poll's wake latency, which a spin would not have waited, is not counted), or to the time
+/// the owner noticed the signal if none was stamped. Nothing is reported when the wait ends by its deadline or
+/// for a watched descriptor alone: the spin watches only `signals`, and a timer is not a signal.
+///
+/// `firstSignalAt` (atomic, written by signallers and the owner): `notIdle` while the owner is not in `wait`;
+/// the owner stores `idleUnstamped` on entering `wait`; the first `signal()` that sees `idleUnstamped` replaces it
+/// with the time (compare-and-exchange, so later signals keep the first stamp; the signaller reads the clock only
+/// then, when a wake follows anyway); the owner takes it back to `notIdle` when `wait` returns. It is a hint for
+/// the policy only: a signal racing with the owner going idle may go unstamped, and the owner then uses the time
+/// it noticed the signal.
 final class RunLoopWakeup: @unchecked Sendable {
     /// The eventfd. Immutable after `init`.
     let descriptor: Int32
     /// How many times `signal()` was called (a hint for the owner's spin).
     let signals = Atomic<UInt>(0)
+    /// When the first signal of the owner's current wait came (monotonic ns), or `notIdle`/`idleUnstamped`.
+    let firstSignalAt = Atomic<UInt64>(RunLoopWakeup.notIdle)
     /// `signals` when the owner last drained. Owner thread only.
     private var seenAtDrain: UInt = 0
-    /// Polling rounds before sleeping (each a few spin-wait hints): about 20–40 µs.
-    static let spinRounds = 400
+    /// How long to spin before poll, learned from this loop's waits. Owner thread only (read and updated in
+    /// `wait`, which only the owner calls), so a plain stored property with no lock.
+    var spinPolicy = SpinPolicy()
+    /// Spin rounds (8 spin-wait hints each) between two reads of the clock: a spin overshoots its budget by at
+    /// most 32 hints (about 1 µs where a hint costs ~30 ns).
+    static let roundsPerClockRead = 4
+    /// `firstSignalAt` while the owner is not waiting.
+    static let notIdle: UInt64 = 0
+    /// `firstSignalAt` while the owner waits and no signal has stamped it yet.
+    static let idleUnstamped: UInt64 = .max
+
+    /// How a spin before poll ended.
+    private enum SpinEnd {
+        /// `signals` moved.
+        case signalSeen
+        /// The whole budget passed with no signal.
+        case budgetSpent
+        /// The wait's deadline passed first.
+        case deadlinePassed
+    }
 
     /// Opens the eventfd. Traps if the process is out of descriptors (a run loop cannot work without one).
     init() {
@@ -48,6 +87,10 @@ final class RunLoopWakeup: @unchecked Sendable {
 
     /// Makes the descriptor readable, so the owner's poll returns. Any thread.
     func signal() {
+        if self.firstSignalAt.load(ordering: .relaxed) == RunLoopWakeup.idleUnstamped {
+            _ = self.firstSignalAt.compareExchange(
+                expected: RunLoopWakeup.idleUnstamped, desired: cshim_clock_monotonic_ns(), ordering: .relaxed)
+        }
         self.signals.add(1, ordering: .releasing)
         do {
             _ = try retryingOnEINTR("eventfd_write") { cshim_eventfd_signal(self.descriptor) }
@@ -73,11 +116,22 @@ final class RunLoopWakeup: @unchecked Sendable {
         }
     }
 
-    /// Sleeps in poll(2) on the wakeup descriptor and `watched` until one is ready or `deadline` passes.
-    /// Owner thread only. On return, `watched[i].revents` says what each descriptor reported. An EINTR retries
-    /// with the time left (the timeout is recomputed from the deadline on every try).
+    /// Sleeps in poll(2) on the wakeup descriptor and `watched` until one is ready or `deadline` passes, after
+    /// spinning first if `watched` is empty and the policy says so (a spin that sees a signal returns without
+    /// polling). Owner thread only. On return, `watched[i].revents` says what each descriptor reported. An EINTR
+    /// retries with the time left (the timeout is recomputed from the deadline on every try).
     func wait(watching watched: inout [pollfd], until deadline: SpindleDeadline) {
-        if watched.isEmpty { self.spin(until: deadline) }
+        let idleSince = cshim_clock_monotonic_ns()
+        self.firstSignalAt.store(RunLoopWakeup.idleUnstamped, ordering: .relaxed)
+        defer { self.reportWait(idleSince: idleSince) }
+        let budget = self.spinPolicy.budgetNanos
+        if watched.isEmpty && budget > 0 {
+            switch self.spin(from: idleSince, budget: budget, until: deadline) {
+            case .signalSeen: return
+            case .budgetSpent: self.spinPolicy.spinMissed()
+            case .deadlinePassed: break
+            }
+        }
         var fds = [pollfd(fd: self.descriptor, events: Int16(POLLIN), revents: 0)]
         fds.append(contentsOf: watched)
         let count = fds.count
@@ -93,13 +147,30 @@ final class RunLoopWakeup: @unchecked Sendable {
         for index in watched.indices { watched[index].revents = fds[index + 1].revents }
     }
 
-    /// Polls `signals` until it moves, the spin budget is spent, or `deadline` passes.
-    private func spin(until deadline: SpindleDeadline) {
+    /// Ends a wait that began at `idleSince`: disarms `firstSignalAt` and, if a signal came, tells the policy when.
+    /// Owner thread only.
+    func reportWait(idleSince: UInt64) {
+        let stamp = self.firstSignalAt.exchange(RunLoopWakeup.notIdle, ordering: .relaxed)
+        let stamped = stamp != RunLoopWakeup.idleUnstamped  // a signaller is past its stamp, maybe not yet counted
+        guard stamped || self.signals.load(ordering: .relaxed) != self.seenAtDrain else { return }
+        // Unstamped: the signal came before (or as) the owner went idle; it is noticed now.
+        let arrivedAt = stamped ? stamp : cshim_clock_monotonic_ns()
+        self.spinPolicy.workArrived(afterIdleNanos: arrivedAt > idleSince ? arrivedAt - idleSince : 0)
+    }
+
+    /// Polls `signals` without blocking until it moves, `budget` ns have passed since `start`, or `deadline`
+    /// passes. Owner thread only.
+    private func spin(from start: UInt64, budget: UInt64, until deadline: SpindleDeadline) -> SpinEnd {
         var round = 0
-        while round < RunLoopWakeup.spinRounds && self.signals.load(ordering: .relaxed) == self.seenAtDrain {
-            if round & 15 == 15 && deadline != .distantFuture && deadline.hasPassed { return }
+        while true {
+            if self.signals.load(ordering: .relaxed) != self.seenAtDrain { return .signalSeen }
             for _ in 0..<8 { cshim_cpu_relax() }
-            round += 1
+            round &+= 1
+            if round % RunLoopWakeup.roundsPerClockRead == 0 {
+                let now = cshim_clock_monotonic_ns()
+                if now >= deadline.uptimeNanoseconds { return .deadlinePassed }
+                if now &- start >= budget { return .budgetSpent }
+            }
         }
     }
 

@@ -162,6 +162,50 @@ struct SemaphoreTests {
         #expect(semaphore.value == 0)
     }
 
+    @Test("with two waiters always in line, the served prefix is dropped: storage stays bounded (issue 23)")
+    func storageBoundedWithTwoLiveWaiters() throws {
+        // Both waiters are parked before every signal, so the line is never empty: the served prefix must be
+        // dropped in batches or `parked` grows by one node per wait (100,002 nodes after 100,000 signals).
+        let signals = 20_000
+        let semaphore = try SpindleSemaphore()
+        let stop = SpindleLockedValue(false)
+        let woken = SpindleLockedValue(0)
+        let threads = try (0..<2).map { index in
+            try SpindleThread.spawnJoinable(name: "sem-line\(index)") {
+                while true {
+                    semaphore.wait()
+                    woken.withLockedValue { $0 += 1 }
+                    if stop.value { return }
+                }
+            }
+        }
+        var maxStored = 0, maxLive = 0, notParked = 0
+        for round in 0..<signals {
+            try #require(waitUntilParkedYielding(semaphore, count: 2), "round \(round): the waiters did not park")
+            let (stored, live) = semaphore.condition.withLock {
+                (semaphore.parked.count, semaphore.parked.count - semaphore.parkedHead)
+            }
+            maxStored = max(maxStored, stored)
+            maxLive = max(maxLive, live)
+            if !semaphore.signal() { notParked += 1 }
+        }
+        try #require(waitUntilParkedYielding(semaphore, count: 2))
+        let storedAtEnd = semaphore.condition.withLock { semaphore.parked.count }
+        stop.withLockedValue { $0 = true }
+        semaphore.signal()
+        semaphore.signal()
+        for thread in threads { try thread.join() }
+        #expect(notParked == 0, "signal() found nobody parked although two waiters were")
+        #expect(woken.value == signals + 2)
+        #expect(maxLive <= 2, "more waiters in line than threads waiting")
+        // Served nodes are dropped once more than `compactAfter` (64) pile up: at most 64 + 2 stored.
+        let bound = SpindleSemaphore.compactAfter + 2
+        #expect(maxStored <= bound, "parked grew to \(maxStored) nodes for 2 live waiters")
+        #expect(storedAtEnd <= bound, "parked holds \(storedAtEnd) nodes for 2 live waiters")
+        #expect(semaphore.value == 0)
+        #expect(parkedWaiters(semaphore) == 0)
+    }
+
     @Test("signal from another thread wakes a blocked wait()")
     func wakesBlockedWait() throws {
         let semaphore = try SpindleSemaphore()
@@ -268,4 +312,16 @@ private func parkedWaiters(_ semaphore: SpindleSemaphore) -> Int {
 /// Polls (with the shared deadline) until `semaphore` has `count` parked waiters.
 private func waitUntilParked(_ semaphore: SpindleSemaphore, count: Int) -> Bool {
     waitUntil(deadline: 10) { parkedWaiters(semaphore) == count }
+}
+
+/// Like `waitUntilParked`, but gives the CPU away with `sched_yield` between looks instead of sleeping 200 µs, for
+/// tests that wait for a park thousands of times (the thread about to park may need this CPU). Polls the
+/// semaphore's own state under its lock; fails after 10 s.
+private func waitUntilParkedYielding(_ semaphore: SpindleSemaphore, count: Int) -> Bool {
+    let end = monotonicNanoseconds() + 10_000_000_000
+    while parkedWaiters(semaphore) != count {
+        if monotonicNanoseconds() >= end { return parkedWaiters(semaphore) == count }
+        sched_yield()
+    }
+    return true
 }
