@@ -231,6 +231,7 @@ final class QueueCore: @unchecked Sendable {
 
     /// Links a claimed operation as a member, released or held behind a barrier; `link` carries the queue's
     /// reference (see "References"), which the member list now owns. Caller holds `lock`.
+    @inline(__always)
     func admitLocked(_ link: Unmanaged<SpindleOperation>) {
         let isBarrier = link._withUnsafeGuaranteedRef { op -> Bool in
             if self.stats.collectsWaitTimes { self.stampAdmissionLocked(op) }
