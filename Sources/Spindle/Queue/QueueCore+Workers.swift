@@ -5,7 +5,7 @@ import Glibc
 ///
 /// A worker is in one of three states (all transitions under `lock`, counted in `idle`; see `IdleWorkers`):
 /// - BUSY: it took an operation (`running += 1`) and runs it outside the lock, then the operations it reserved
-///   with it, if any (see `QueueCore+Batches`), in the same slot;
+///   with it, if any (see `FastPath/Reservations`), in the same slot;
 /// - SPINNING (`idle.spinning`, at most one worker): it found nothing to run and its `SpinPolicy` expects work
 ///   within the spin window, so it polls `pushes` and the inbox without the lock for up to that window (8 µs),
 ///   which saves a park and a wake when work comes that soon. While a worker spins, events wake nobody: the
@@ -189,7 +189,7 @@ extension QueueCore {
                 // SPINNING
                 state.maySpin = false
                 self.publishIdleLocked()
-                let seen = self.pushes.load(ordering: .relaxed)
+                let seen = self.pushes.current
                 self.lock.unlock()
                 let caught = self.spin(for: state.policy.budgetNanos, pushesSeen: seen)
                 self.lock.lock()
@@ -211,7 +211,7 @@ extension QueueCore {
             // here). A spurious wakeup finds nothing and parks again.
             self.idle.parking()
             self.publishIdleLocked()
-            if self.inbox.load(ordering: .sequentiallyConsistent) == 0 { self.workAvailable.wait() }
+            if self.inbox.isEmpty { self.workAvailable.wait() }
             self.idle.unparked()
             self.publishIdleLocked()
             state.woke(workArrivedAt: self.idle.lastSignalAt)
@@ -229,7 +229,7 @@ extension QueueCore {
     private func spin(for budget: UInt64, pushesSeen seen: Int) -> Bool {
         let start = cshim_clock_monotonic_ns()
         while true {
-            if self.pushes.load(ordering: .relaxed) != seen || self.inbox.load(ordering: .relaxed) != 0 { return true }
+            if self.pushes.current != seen || self.inbox.mayHoldWork { return true }
             for _ in 0..<8 { cshim_cpu_relax() }
             // The thread that will bring the work may be waiting for this very CPU (2 cores: an adder and two
             // workers): give it way. Returns at once when nothing else wants the CPU.
@@ -291,13 +291,7 @@ extension QueueCore {
     /// `enqueued` → `dispatching`, by whoever took the operation (from a bucket, or from its own reservation).
     @inline(__always)
     static func markDispatching(_ op: SpindleOperation) {
-        var s = op.currentState
-        while let next = s.dispatching() {
-            let (done, seen) = op.state.compareExchange(
-                expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-            if done { break }
-            s = OperationState(raw: seen)
-        }
+        _ = op.advanceState { $0.dispatching() }
     }
 
     /// Runs on the serving run loop's thread: dispatch one operation, then schedule the next perform if more work

@@ -18,7 +18,7 @@ import Synchronization
 /// - an operation that is not ready costs nothing until its readiness count reaches zero (or it is cancelled);
 ///   then it claims its `scheduled` bit and `scheduleReady` pushes it into `ready`;
 /// - a worker takes the highest-priority ready operation when `running < limit` and not suspended, and with a
-///   long backlog reserves the next few for the same slot (`QueueCore+Batches`);
+///   long backlog reserves the next few for the same slot (`FastPath/Reservations`);
 /// - each event that makes one operation runnable wakes one parked worker, or spawns a thread if none is idle
 ///   and fewer than `limit` exist (`wakeOrSpawnLocked`, deciding through `IdleWorkers`).
 ///
@@ -64,10 +64,9 @@ final class QueueCore: @unchecked Sendable {
     /// For a queue served by a run loop (the main queue) instead of a pool: that loop (its pending perform is
     /// counted in `idle`).
     let servingRunLoop: SpindleRunLoop?
-    /// Counts pushes into `ready` while a worker spins (`idle.spinning`); the spinner polls it without the lock.
-    /// Atomic; pushes made while nobody spins do not touch it.
-    let pushes = Atomic<Int>(0)
-    /// Workers' reservations (see `QueueCore+Batches`), and how many may hold operations. Under `lock`.
+    /// Pushes into `ready` while a worker spins (see `FastPath/IdleHints`, `PushCounter`).
+    let pushes = PushCounter()
+    /// Workers' reservations (see `FastPath/Reservations`), and how many may hold operations. Under `lock`.
     @exclusivity(unchecked) var reservations: [Reservation] = []
     @exclusivity(unchecked) var reservationHolders = 0
     @exclusivity(unchecked) var reservedTotal = 0  // operations ever reserved (diagnostics and tests)
@@ -89,26 +88,23 @@ final class QueueCore: @unchecked Sendable {
     // adding thread reads and writes only this cluster of the core, and workers write it only once per batch or
     // state change, so their per-operation writes do not take its cache line away from the adding thread.
     private let padBefore: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
-    /// Operations added without the lock (`addOperation`'s fast path): a lock-free stack, newest first, of
-    /// retained operations linked by `nextLink`. Whoever takes `lock` moves them into the queue first
-    /// (`drainInboxLocked`), so every locked view of the queue includes them, in the order they were added.
-    let inbox = Atomic<UInt>(0)
-    /// Operations claimed by this queue and not yet through its bookkeeping after finishing (or given back). While
-    /// it is above zero the queue holds one reference to its own handle, so a handle dropped by its user lives on
-    /// until its work is done, and operations can point at it unretained. Atomic: incremented by adding threads,
-    /// decremented by finishing paths (workers in batches, see `workerLoop`).
-    let outstanding = Atomic<Int>(0)
+    /// Operations added without the lock (`addOperation`'s fast path; see `FastPath/Inbox`). Whoever takes `lock`
+    /// admits them first (`drainInboxLocked`), so every locked view of the queue includes them, in order.
+    let inbox = Inbox()
+    /// Operations claimed and not yet through (see `FastPath/Outstanding`); while above zero the queue retains its
+    /// handle. Incremented by adding threads, decremented by finishing paths (workers in batches).
+    let outstanding = OutstandingCount()
     /// Lock-free summary of `idle` ("a worker spins", "a worker is parked", "a thread may be started") for the
     /// fast path's wake decision. Published under `lock` by `publishIdleLocked`, read without it.
     let idleHints = IdleHints()
-    /// `capacity != nil`, for `addOperation`'s one test before its lock-free path. Written under `lock`.
-    let boundedHint = Atomic<Bool>(false)
-    /// At most the lowest bucket level of any reserved operation (`QueueCore+Batches`); `noFloor` when none has
+    /// `capacity != nil`, for `addOperation`'s one test before its lock-free path (see `BoundedHint`).
+    let boundedHint = BoundedHint()
+    /// At most the lowest bucket level of any reserved operation (`FastPath/Reservations`); `noFloor` when none has
     /// been reserved since the queue last had no members. Written under `lock` (with `floorLocked`), read by
     /// adding threads.
     let reservedFloor = Atomic<Int>(QueueCore.noFloor)
     private let padAfter: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
-    /// Bumped when reserved operations must give way (see `QueueCore+Batches`). Atomic; read by a worker before
+    /// Bumped when reserved operations must give way (see `FastPath/Reservations`). Atomic; read by a worker before
     /// each reserved operation it claims, written rarely, so it has a cache line to itself.
     let batchEpoch = Atomic<Int>(0)
     private let padEpoch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0)
@@ -143,27 +139,9 @@ final class QueueCore: @unchecked Sendable {
         return try body()
     }
 
-    /// Pushes a claimed operation on the inbox (retaining it: the queue's reference). Lock-free; sequentially
-    /// consistent, so that of a worker going to park and a thread pushing, at least one sees the other (see
-    /// `needsWakeAfterInboxPush`).
-    func pushToInbox(_ op: SpindleOperation) {
-        let link = Unmanaged.passRetained(op)
-        let bits = UInt(bitPattern: link.toOpaque())
-        var head = self.inbox.load(ordering: .relaxed)
-        while true {
-            op.nextLink = QueueCore.link(bits: head)
-            let (done, seen) = self.inbox.compareExchange(
-                expected: head, desired: bits, ordering: .sequentiallyConsistent)
-            if done { return }
-            head = seen
-        }
-    }
-
+    /// Pushes a claimed operation on the inbox (retaining it: the queue's reference). Lock-free.
     @inline(__always)
-    static func link(bits: UInt) -> Unmanaged<SpindleOperation>? {
-        guard let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
-        return Unmanaged.fromOpaque(pointer)
-    }
+    func pushToInbox(_ op: SpindleOperation) { self.inbox.push(op) }
 
     /// After a push: whether someone must be woken or a thread started (see `IdleHints`).
     @inline(__always)
@@ -173,21 +151,13 @@ final class QueueCore: @unchecked Sendable {
     @inline(__always)
     func drainInboxLocked() {
         assert(self.checkInvariantsLocked(), "QueueCore: the locked state's invariants are broken")
-        if self.inbox.load(ordering: .sequentiallyConsistent) == 0 { return }
+        if self.inbox.isEmpty { return }
         self.drainInboxSlowLocked()
     }
 
     @inline(never)
     private func drainInboxSlowLocked() {
-        var node = QueueCore.link(bits: self.inbox.exchange(0, ordering: .sequentiallyConsistent))
-        var oldestFirst: Unmanaged<SpindleOperation>? = nil
-        while let link = node {  // reverse the stack
-            link._withUnsafeGuaranteedRef { op in
-                node = op.nextLink
-                op.nextLink = oldestFirst
-            }
-            oldestFirst = link
-        }
+        var oldestFirst = self.inbox.takeAllOldestFirst()
         while let link = oldestFirst {
             oldestFirst = link._withUnsafeGuaranteedRef { op in
                 let next = op.nextLink
@@ -213,7 +183,7 @@ final class QueueCore: @unchecked Sendable {
     /// it), so the handle cannot be going away meanwhile.
     @inline(__always)
     func addOutstanding() {
-        if self.outstanding.add(1, ordering: .acquiringAndReleasing).oldValue == 0 {
+        if self.outstanding.add() {
             _ = Unmanaged.passUnretained(self.handle!).retain()
         }
     }
@@ -222,7 +192,7 @@ final class QueueCore: @unchecked Sendable {
     /// from the calling thread). Never under `lock`.
     @inline(__always)
     func dropOutstanding(_ n: Int) {
-        if self.outstanding.subtract(n, ordering: .acquiringAndReleasing).newValue == 0 {
+        if self.outstanding.drop(n) {
             Unmanaged.passUnretained(self.handle!).release()
         }
     }
@@ -276,7 +246,7 @@ final class QueueCore: @unchecked Sendable {
         }
         guard level >= 0 else { return }
         self.ready.push(link, level: level)
-        if announce && self.idle.spinning { self.pushes.add(1, ordering: .relaxed) }  // tells the spinner to look
+        if announce && self.idle.spinning { self.pushes.announce() }  // tells the spinner to look
         self.noteReadyLocked(level: level)
     }
 
@@ -285,15 +255,8 @@ final class QueueCore: @unchecked Sendable {
     /// ready. Caller holds `lock`.
     func scheduleAdmittedLocked(_ link: Unmanaged<SpindleOperation>) {
         let claimed = link._withUnsafeGuaranteedRef { op -> Bool in
-            var current = op.currentState
-            if current.isScheduled { return true }
-            while let next = current.scheduling() {
-                let (done, seen) = op.state.compareExchange(
-                    expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-                if done { return true }
-                current = OperationState(raw: seen)
-            }
-            return false
+            if op.currentState.isScheduled { return true }
+            return op.advanceState { $0.scheduling() }.moved
         }
         if claimed { self.pushLocked(link) }
     }

@@ -42,7 +42,7 @@ extension SpindleOperationQueue {
         let (grants, actions) = core.withAdmittedLock { () -> ([SpindleSemaphore]?, IdleWorkers.WakePlan) in
             core.capacity = capacity
             if let policy { core.fullPolicy = policy }
-            core.boundedHint.store(capacity != nil, ordering: .sequentiallyConsistent)
+            core.boundedHint.set(capacity != nil)
             let grants = core.grantProducersLocked(refusingOversized: true)
             return (grants, core.collectWakeActionsLocked())
         }

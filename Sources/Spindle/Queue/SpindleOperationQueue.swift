@@ -15,7 +15,6 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// The `maxConcurrentOperationCount` meaning "as many as the CPUs this process may use".
     public static let defaultMaxConcurrentOperationCount = -1
 
-    private static let counter = Atomic<Int>(0)
     let core: QueueCore
 
     /// A queue. - Parameters: `name` (default "SpindleOperationQueue N"); `maxConcurrentOperationCount`.
@@ -25,7 +24,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         throws(SpindleError)
     {
         guard maxConcurrentOperationCount >= -1 else { throw .invalidConcurrencyLimit(maxConcurrentOperationCount) }
-        let n = SpindleOperationQueue.counter.add(1, ordering: .relaxed).newValue
+        let n = QueueNumbering.next()
         self.core = QueueCore(name: name ?? "SpindleOperationQueue \(n)", limit: maxConcurrentOperationCount)
         self.core.handle = self  // before any worker exists
     }
@@ -56,7 +55,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     ///   this queue's operations). The queue and the operation are unchanged then.
     public func addOperation(_ operation: SpindleOperation) throws(SpindleError) {
         let core = self.core
-        if core.boundedHint.load(ordering: .relaxed) && !operation.isBarrier {
+        if core.boundedHint.isBounded && !operation.isBarrier {
             return try self.addBounded([operation], waitUntil: nil)
         }
         if let error = self.claim(operation) { throw error }
@@ -86,7 +85,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// - Throws: as `addOperation`, `duplicateInBatch`, `batchExceedsCapacity` (a bounded queue smaller than the
     ///   batch), or `waitOnSelf` when waiting from one of these operations.
     public func addOperations(_ operations: [SpindleOperation], waitUntilFinished: Bool = false) throws(SpindleError) {
-        if self.core.boundedHint.load(ordering: .relaxed) {
+        if self.core.boundedHint.isBounded {
             try self.addBounded(operations, waitUntil: nil)
             if waitUntilFinished {
                 for op in operations { try op.waitUntilFinished() }
@@ -125,22 +124,16 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// same batch (enqueued here, not yet admitted) is reported as `duplicateInBatch`.
     func claim(_ op: SpindleOperation, inLockedBatch: Bool = false) -> SpindleError? {
         let error = op.withLocked { l -> SpindleError? in
-            var s = op.currentState
-            while true {
-                guard let next = s.enqueuing() else {
-                    switch s.lifecycle {
-                    case .enqueued where inLockedBatch && !op.isAdmitted
-                        && l.queue?.toOpaque() == Unmanaged.passUnretained(self).toOpaque():
-                        return .duplicateInBatch(name: l.name ?? op.defaultName)
-                    case .enqueued, .dispatching: return .operationAlreadyInQueue(name: l.name ?? op.defaultName)
-                    case .executing: return .operationExecuting(name: l.name ?? op.defaultName)
-                    default: return .operationFinished(name: l.name ?? op.defaultName)
-                    }
+            let (moved, s) = op.advanceState { $0.enqueuing() }
+            guard moved else {
+                switch s.lifecycle {
+                case .enqueued where inLockedBatch && !op.isAdmitted
+                    && l.queue?.toOpaque() == Unmanaged.passUnretained(self).toOpaque():
+                    return .duplicateInBatch(name: l.name ?? op.defaultName)
+                case .enqueued, .dispatching: return .operationAlreadyInQueue(name: l.name ?? op.defaultName)
+                case .executing: return .operationExecuting(name: l.name ?? op.defaultName)
+                default: return .operationFinished(name: l.name ?? op.defaultName)
                 }
-                let (done, seen) = op.state.compareExchange(
-                    expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-                if done { break }
-                s = OperationState(raw: seen)
             }
             l.queue = Unmanaged.passUnretained(self)
             return nil
@@ -153,13 +146,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// count is dropped at once: never the queue's last reference, as the adding thread holds one.
     func unclaim(_ op: SpindleOperation) {
         op.withLocked { l in
-            var s = op.currentState
-            while let next = s.dequeuingUnadmitted() {
-                let (done, seen) = op.state.compareExchange(
-                    expected: s.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-                if done { break }
-                s = OperationState(raw: seen)
-            }
+            _ = op.advanceState { $0.dequeuingUnadmitted() }
             l.queue = nil
         }
         self.core.dropOutstanding(1)
@@ -170,13 +157,13 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     public func addOperation(_ block: consuming @escaping @Sendable () -> Void) -> SpindleBlockOperation {
         let op = SpindleBlockOperation(block)  // moved in: the block's captures are not retained again
         let core = self.core
-        if core.boundedHint.load(ordering: .relaxed) || core.servingRunLoop != nil {
+        if core.boundedHint.isBounded || core.servingRunLoop != nil {
             try! self.addOperation(op)  // a new operation can always be added
             return op
         }
         // No other thread can see this operation before the inbox push publishes it: it is claimed without its
         // lock or a compare-and-swap (what `claim` does, for a fresh idle operation).
-        op.state.store(OperationState.Lifecycle.enqueued.rawValue, ordering: .relaxed)
+        op.markEnqueuedUnpublished()
         op.lockedState.queue = Unmanaged.passUnretained(self)
         core.addOutstanding()
         self.pushClaimed(op)

@@ -2,7 +2,7 @@ import Testing
 
 @testable import Spindle
 
-/// Reservations (`QueueCore+Batches`): with a long backlog a worker reserves the next few ready block operations
+/// Reservations (`FastPath/Reservations`): with a long backlog a worker reserves the next few ready block operations
 /// and runs them without the lock in between. None of that may be visible: reserved work is taken back by an idle
 /// worker, gives way to higher priorities, and stops on suspension or a width change.
 @Suite struct QueueReservationTests {

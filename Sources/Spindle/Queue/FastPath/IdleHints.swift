@@ -40,3 +40,20 @@ struct IdleHints: ~Copyable {
         return value & IdleHints.spinningBit == 0 && value & (IdleHints.parkedBit | IdleHints.canSpawnBit) != 0
     }
 }
+
+/// Pushes into the ready buckets made while a worker spins: the spinner polls it without the lock to see that
+/// work arrived (besides the inbox). Stored among the fields workers write, not the adding thread's.
+///
+/// Who may call what: `announce()` only with `QueueCore.lock` held and only while `IdleWorkers.spinning` (so pushes
+/// made while nobody spins cost nothing); `current` anyone (relaxed: a hint; the spinner re-checks under the lock).
+struct PushCounter: ~Copyable {
+    private let count = Atomic<Int>(0)
+
+    init() {}
+
+    @inline(__always)
+    func announce() { self.count.add(1, ordering: .relaxed) }
+
+    @inline(__always)
+    var current: Int { self.count.load(ordering: .relaxed) }
+}

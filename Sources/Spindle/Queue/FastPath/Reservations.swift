@@ -29,6 +29,15 @@ import Synchronization
 /// takes all the rest with one exchange, so each slot is claimed exactly once. States of a reservation: empty
 /// (`next == count`) → filled (under lock, by its owner, only when empty) → drained by claims and/or one reclaim
 /// → empty.
+///
+/// Who may call what: `reserveLocked`, `returnReservationLocked`, `reclaimReservationsLocked`,
+/// `settleReservationLocked` and `setFloorLocked` with `QueueCore.lock` held; `claimReserved` by the reservation's
+/// owner only, without the lock; `invalidateReservations` and `noteAdded` by any thread, with or without it.
+/// Orderings: `next` is published with a release store after the slots are filled (under the lock) and claimed
+/// with acquiring-and-releasing compare-and-swaps, against the reclaimer's acquiring-and-releasing exchange, so a
+/// slot is claimed once and its operation's fields are visible to whoever claims it. `batchEpoch` and
+/// `reservedFloor` are sequentially consistent: an adding thread's inbox push then its load of the floor, against
+/// a worker's store of the floor then its epoch check before each claim.
 final class Reservation: @unchecked Sendable {
     @exclusivity(unchecked) var slots: [Unmanaged<SpindleOperation>?] =
         Array(repeating: nil, count: QueueCore.batchSize)
@@ -118,7 +127,7 @@ extension QueueCore {
             }
             index -= 1
         }
-        if self.idle.spinning { self.pushes.add(1, ordering: .relaxed) }
+        if self.idle.spinning { self.pushes.announce() }
     }
 
     /// A worker found nothing to run: take every worker's unclaimed reservations back into the buckets. Returns
