@@ -3,12 +3,17 @@
 
 Usage:
     swift package benchmark --target SpindleBenchmarks --no-progress > run.txt
-    python3 Benchmarks/report.py run.txt            # prints the markdown table
+    python3 Benchmarks/report.py run.txt            # prints the markdown tables
     python3 Benchmarks/report.py run.txt --plot ratios.png   # also draws the headline ratios (needs matplotlib)
 
 Benchmark names read "<scenario> ×<N>: <implementation>". For each, the p50 of the wall clock (and the other
 metrics) is divided by N to get a per-item figure; every peer of a scenario is compared with Spindle's figure of
-the same scenario, from the same run.
+the same scenario, from the same run. Spindle's figure is its main row (the one that waits with the peers'
+waiter); a "Spindle end to end" row (Spindle's own semaphore) is listed like a peer of it.
+
+The paced and bursty scenarios (Paced.swift) get a table of their own: CPU per item and p50/p99 start latency
+(custom metrics, the median of the runs), and the pace achieved (wall clock ÷ N). Their sweep ("sweep, ...") is
+left to plot_paced.py.
 """
 import re
 import sys
@@ -66,6 +71,10 @@ def per_item(results):
             "threads": metrics.get("Threads (peak)", float("nan")),
             "idle_process_us": metrics.get("Idle process CPU", float("nan")),
             "idle_workers_us": metrics.get("Idle worker CPU", float("nan")),
+            "paced": "CPU per op" in metrics,
+            "cpu_per_op_us": metrics.get("CPU per op", float("nan")),
+            "start_p50_us": metrics.get("Start latency p50", float("nan")),
+            "start_p99_us": metrics.get("Start latency p99", float("nan")),
         }
         scenarios.setdefault(m.group("scenario"), {})[m.group("impl")] = entry
     return scenarios
@@ -79,17 +88,27 @@ def fmt_time(us):
     return f"{us / 1000:.2f} ms"
 
 
+def is_paced(impls):
+    return any(v["paced"] for v in impls.values())
+
+
+def spindle_main(impls):
+    """The name of Spindle's main row of a scenario (not an "end to end" row), or None."""
+    return next((k for k in impls if k.startswith("Spindle") and "end to end" not in k), None)
+
+
 def table(scenarios):
     lines = ["| Scenario | Spindle | Peer | Peer figure | Spindle is | mallocs/item (Spindle · peer) |",
              "|---|---|---|---|---|---|"]
     for scenario, impls in scenarios.items():
-        spindle = next((v for k, v in impls.items() if k.startswith("Spindle")), None)
-        if spindle is None:
+        main = spindle_main(impls)
+        if main is None or is_paced(impls):
             continue
+        spindle = impls[main]
         memory = scenario.startswith("1M ops waiting")
         idle = scenario.startswith("idle CPU")
         for impl, peer in impls.items():
-            if impl.startswith("Spindle"):
+            if impl == main:
                 continue
             if memory:
                 ratio = spindle["peak_mb"] / peer["peak_mb"]
@@ -103,6 +122,8 @@ def table(scenarios):
                 ratio = peer["us"] / spindle["us"]
                 s_fig, p_fig = fmt_time(spindle["us"]) + "/item", fmt_time(peer["us"]) + "/item"
                 verdict = f"{ratio:.2f}× as fast" if ratio >= 1 else f"{1 / ratio:.2f}× slower"
+                if "end to end" in impl:
+                    verdict = f"own semaphore: {ratio:.2f}× the main row's time"
             mallocs = f"{spindle['mallocs']:.2f} · {peer['mallocs']:.2f}"
             lines.append(f"| {scenario} (×{spindle['n']:,} / ×{peer['n']:,}) | {s_fig} | {impl} | {p_fig} | "
                          f"{verdict} | {mallocs} |")
@@ -112,15 +133,29 @@ def table(scenarios):
     return "\n".join(lines)
 
 
+def paced_table(scenarios):
+    lines = ["| Scenario | Implementation | CPU/item | start p50 | start p99 | pace achieved |",
+             "|---|---|---|---|---|---|"]
+    for scenario, impls in scenarios.items():
+        if not is_paced(impls) or scenario.startswith("sweep"):
+            continue
+        # Spindle's rows first, then the peers in the order of the run.
+        for impl, e in sorted(impls.items(), key=lambda kv: not kv[0].startswith("Spindle")):
+            lines.append(f"| {scenario} (×{e['n']:,}) | {impl} | {fmt_time(e['cpu_per_op_us'])} | "
+                         f"{fmt_time(e['start_p50_us'])} | {fmt_time(e['start_p99_us'])} | {fmt_time(e['us'])} |")
+    return "\n".join(lines)
+
+
 def plot(scenarios, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     labels, ratios = [], []
     for scenario, impls in scenarios.items():
-        spindle = next((v for k, v in impls.items() if k.startswith("Spindle")), None)
-        if spindle is None or scenario.startswith(("idle", "1M")):
+        main = spindle_main(impls)
+        if main is None or scenario.startswith(("idle", "1M")) or is_paced(impls):
             continue
+        spindle = impls[main]
         for impl, peer in impls.items():
             if not impl.startswith("Spindle"):
                 labels.append(f"{scenario} vs {impl}")
@@ -140,5 +175,8 @@ if __name__ == "__main__":
         sys.exit(__doc__)
     grouped = per_item(parse(sys.argv[1]))
     print(table(grouped))
+    if any(is_paced(impls) and not scenario.startswith("sweep") for scenario, impls in grouped.items()):
+        print()
+        print(paced_table(grouped))
     if "--plot" in sys.argv:
         plot(grouped, sys.argv[sys.argv.index("--plot") + 1])

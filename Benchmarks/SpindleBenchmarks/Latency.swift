@@ -5,12 +5,25 @@ import NIOPosix
 import Spindle
 
 /// One thing at a time, each waited for: submit → run → signal back; a concurrent operation's start; a block
-/// operation with many blocks. These measure wakeups, not throughput.
+/// operation with many blocks. These measure wakeups, not throughput. In the round trips and starts, every main row
+/// waits with a `DispatchSemaphore` (the same waiter for Spindle and its peers, so the rows compare the
+/// hand-over); the "Spindle end to end" rows wait with Spindle's own semaphore.
 func registerLatencyBenchmarks() {
     let trips = 20_000
     let config = scenario(iterations: 5)
 
     Benchmark("submit→run→signal round trip ×\(trips): Spindle", configuration: config) { benchmark in
+        let queue = try! SpindleOperationQueue()
+        let back = DispatchSemaphore(value: 0)
+        benchmark.startMeasurement()
+        for _ in 0..<trips {
+            queue.addOperation { back.signal() }
+            back.wait()
+        }
+        benchmark.stopMeasurement()
+    }
+    Benchmark("submit→run→signal round trip ×\(trips): Spindle end to end (SpindleSemaphore)", configuration: config) {
+        benchmark in
         let queue = try! SpindleOperationQueue()
         let back = try! SpindleSemaphore(value: 0)
         benchmark.startMeasurement()
@@ -56,6 +69,17 @@ func registerLatencyBenchmarks() {
     // A concurrent operation's start: from `start()` to its detached thread running.
     let starts = 2_000
     Benchmark("concurrent op start latency ×\(starts): Spindle", configuration: config) { benchmark in
+        let back = DispatchSemaphore(value: 0)
+        benchmark.startMeasurement()
+        for _ in 0..<starts {
+            let op = SignallingOperation(back)
+            try! op.start()
+            back.wait()
+        }
+        benchmark.stopMeasurement()
+    }
+    Benchmark("concurrent op start latency ×\(starts): Spindle end to end (SpindleSemaphore)", configuration: config) {
+        benchmark in
         let back = try! SpindleSemaphore(value: 0)
         benchmark.startMeasurement()
         for _ in 0..<starts {
@@ -66,7 +90,7 @@ func registerLatencyBenchmarks() {
         benchmark.stopMeasurement()
     }
     Benchmark("concurrent op start latency ×\(starts): raw pthread (detached)", configuration: config) { benchmark in
-        let back = PosixSemaphore()
+        let back = DispatchSemaphore(value: 0)
         benchmark.startMeasurement()
         for _ in 0..<starts {
             detachRawPthread { back.signal() }
@@ -107,15 +131,15 @@ func registerLatencyBenchmarks() {
     }
 }
 
-/// The seeds' concurrent operation, reduced to its start: `main` runs on the detached thread and signals.
-final class SignallingOperation: SpindleConcurrentOperation, @unchecked Sendable {
-    private let back: SpindleSemaphore
-    init(_ back: SpindleSemaphore) {
+/// The seeds' concurrent operation, reduced to its start: `main` runs on the detached thread and signals `back`.
+final class SignallingOperation<Back: WaitingSemaphore>: SpindleConcurrentOperation, @unchecked Sendable {
+    private let back: Back
+    init(_ back: Back) {
         self.back = back
         super.init()
     }
     override func main() throws {
-        self.back.signal()
+        self.back.signalOne()
         try self.finish()
     }
 }

@@ -5,13 +5,27 @@ import Foundation
 import Spindle
 
 /// Cross-thread round trips into a thread that sits in its run loop: a perform, a port message, and (Foundation)
-/// a timer set to fire now. The loop's thread signals back; the measuring thread waits.
+/// a timer set to fire now. The loop's thread signals back; the measuring thread waits. The main rows wait with a
+/// `DispatchSemaphore` for Spindle and Foundation alike (the same waiter, so the rows compare the run loops); the
+/// "Spindle end to end" rows wait with Spindle's own semaphore.
 func registerRunLoopBenchmarks() {
     let trips = 10_000
     let config = scenario(iterations: 5)
 
     Benchmark("run-loop perform round trip ×\(trips): Spindle", configuration: config) { benchmark in
-        let loop = SpindleLoopThread()
+        let loop = SpindleLoopThread { _ in }
+        let back = DispatchSemaphore(value: 0)
+        benchmark.startMeasurement()
+        for _ in 0..<trips {
+            loop.runLoop.perform { back.signal() }
+            back.wait()
+        }
+        benchmark.stopMeasurement()
+        loop.stop()
+    }
+    Benchmark("run-loop perform round trip ×\(trips): Spindle end to end (SpindleSemaphore)", configuration: config) {
+        benchmark in
+        let loop = SpindleLoopThread { _ in }
         let back = try! SpindleSemaphore(value: 0)
         benchmark.startMeasurement()
         for _ in 0..<trips {
@@ -22,11 +36,24 @@ func registerRunLoopBenchmarks() {
         loop.stop()
     }
     Benchmark("run-loop port message round trip ×\(trips): Spindle", configuration: config) { benchmark in
-        let loop = SpindleLoopThread()
+        let back = DispatchSemaphore(value: 0)
+        let loop = SpindleLoopThread { _ in back.signal() }
         benchmark.startMeasurement()
         for i in 0..<trips {
             try! loop.port.send(i)
-            loop.back.wait()
+            back.wait()
+        }
+        benchmark.stopMeasurement()
+        loop.stop()
+    }
+    Benchmark("run-loop port message round trip ×\(trips): Spindle end to end (SpindleSemaphore)",
+              configuration: config) { benchmark in
+        let back = try! SpindleSemaphore(value: 0)
+        let loop = SpindleLoopThread { _ in back.signal() }
+        benchmark.startMeasurement()
+        for i in 0..<trips {
+            try! loop.port.send(i)
+            back.wait()
         }
         benchmark.stopMeasurement()
         loop.stop()
@@ -56,16 +83,14 @@ func registerRunLoopBenchmarks() {
     }
 }
 
-/// A Spindle thread running its run loop, with a port whose handler signals `back`.
+/// A Spindle thread running its run loop, with a port whose handler is `onMessage`.
 final class SpindleLoopThread: @unchecked Sendable {
-    let back = try! SpindleSemaphore(value: 0)
     let port: SpindlePort<Int>
     private(set) var runLoop: SpindleRunLoop!
     private let thread: SpindleThread
 
-    init() {
-        let back = self.back
-        let port = SpindlePort<Int>(name: "bench") { _ in back.signal() }
+    init(onMessage: @escaping @Sendable (Int) -> Void) {
+        let port = SpindlePort<Int>(name: "bench", handler: onMessage)
         self.port = port
         let ready = try! SpindleSemaphore(value: 0)
         let box = LoopBox()

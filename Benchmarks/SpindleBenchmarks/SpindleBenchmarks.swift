@@ -10,4 +10,5 @@ let benchmarks: @Sendable () -> Void = {
     registerPrimitiveBenchmarks()
     registerMemoryBenchmarks()
     registerAsyncBenchmarks()
+    registerPacedBenchmarks()
 }

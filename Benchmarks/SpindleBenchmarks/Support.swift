@@ -1,4 +1,5 @@
 import Benchmark
+import Dispatch
 import Glibc
 import Spindle
 import Synchronization
@@ -34,6 +35,21 @@ final class CompletionCounter: @unchecked Sendable {
     }
 
     func wait() { self.semaphore.wait() }
+}
+
+/// The two semaphores the suite waits with behind one interface, so that one piece of code (generic, specialised
+/// for each) serves both: Spindle's own, and libdispatch's, the waiter the main rows share with the peers.
+protocol WaitingSemaphore: Sendable {
+    func wait()
+    func signalOne()
+}
+
+extension SpindleSemaphore: WaitingSemaphore {
+    @inline(__always) func signalOne() { self.signal() }
+}
+
+extension DispatchSemaphore: WaitingSemaphore {
+    @inline(__always) func signalOne() { self.signal() }
 }
 
 /// A POSIX semaphore on the heap (the raw baseline for signalling between threads).
