@@ -3,8 +3,9 @@ import Synchronization
 import Testing
 @testable import Spindle
 
-/// SEMANTICS C21–C25: block operations (blocks run concurrently; Part 1 item 5).
-@Suite struct BlockOperationTests {
+/// SEMANTICS C21–C25: block operations (blocks run concurrently; Part 1 item 5). Serialized: the helper-pool
+/// tests (BlockHelperPoolTests.swift) count the threads the process-wide pool creates.
+@Suite(.serialized) struct BlockOperationTests {
     // C21
     @Test func addedBlocksAreListedAndEachRunsOnce() throws {
         let runs = (OpCounter(), OpCounter())
@@ -104,7 +105,7 @@ import Testing
         let arrived = OpCounter()
         let turnstile = opSemaphore()
         let metEveryone = OpCounter()
-        let threads = OpLog<Int32>()
+        let threads = BlockTidLog()  // not OpLog: see BlockTidLog
         let op = SpindleBlockOperation()
         for _ in 0..<blockCount {
             try op.addExecutionBlock {
