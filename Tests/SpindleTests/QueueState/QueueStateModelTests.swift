@@ -7,19 +7,6 @@ import Testing
 /// each unit's invariants, the cross-unit identities `QueueCore.checkInvariantsLocked` checks, and an oracle for
 /// barrier order. Our stand-in for a model checker: 10^5 steps per seed, in milliseconds.
 @Suite struct QueueStateModelTests {
-    /// SplitMix64: small, seeded, reproducible.
-    struct Generator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            self.state &+= 0x9E37_79B9_7F4A_7C15
-            var z = self.state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(self.next() % UInt64(n)) }
-    }
-
     /// One operation of the model: its id is its admission order.
     struct Member { let isBarrier: Bool; var running = false }
 
@@ -102,7 +89,7 @@ import Testing
 
     @Test(arguments: [1, 2, 3, 0xC0FFEE] as [UInt64])
     func randomEventSequencesKeepEveryIdentity(seed: UInt64) {
-        var rng = Generator(state: seed)
+        var rng = SplitMix64(seed: seed)
         var model = Model()
         let threads = 4
         for step in 0..<100_000 {
