@@ -211,8 +211,9 @@ extension QueueCore {
             // here). A spurious wakeup finds nothing and parks again.
             self.idle.parking()
             self.publishIdleLocked()
-            if self.inbox.isEmpty { self.workAvailable.wait() }
-            self.idle.unparked()
+            let waits = self.inbox.isEmpty
+            if waits { self.workAvailable.wait() }
+            self.idle.unparked(waited: waits)
             self.publishIdleLocked()
             state.woke(workArrivedAt: self.idle.lastSignalAt)
         }

@@ -78,6 +78,17 @@ import Testing
         #expect(idle.parked == 0 && idle.wakeupsInFlight == 0 && idle.check())
     }
 
+    @Test func aWorkerThatSawWorkBeforeWaitingLeavesAnotherWorkersSignalCounted() {
+        var idle = self.pool(started: 2, parked: 1)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 2, limit: 2) == .signal)
+        idle.parking()  // the second worker parks, sees the inbox non-empty and does not wait
+        idle.unparked(waited: false)
+        #expect(idle.parked == 1 && idle.wakeupsInFlight == 1 && idle.check())
+        #expect(idle.hintWord(limit: 2) & IdleHints.parkedBit == 0)  // the parked one is still known signalled
+        idle.unparked()
+        #expect(idle.parked == 0 && idle.wakeupsInFlight == 0 && idle.check())
+    }
+
     @Test func aRunLoopServedQueueSchedulesOnePerformAtATime() {
         var idle = IdleWorkers(servedByRunLoop: true)
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 1) == .performOnRunLoop)

@@ -116,12 +116,14 @@ struct IdleWorkers {
     /// A worker is about to wait on `workAvailable`.
     mutating func parking() { self.parked += 1 }
 
-    /// A worker stopped waiting (signalled, spuriously, or without waiting at all); it consumes a signal if one is
-    /// in flight (a spurious wakeup that consumes another worker's signal only leads to one extra signal later).
-    mutating func unparked() {
+    /// A worker left its park. `waited`: it did wait (signalled, or spuriously), and consumes a signal if one is in
+    /// flight (a spurious wakeup that consumes another worker's signal only leads to one extra signal later); a
+    /// worker that saw work before waiting consumes none (nobody could signal it in between: both under the lock).
+    mutating func unparked(waited: Bool = true) {
         precondition(self.parked > 0, "IdleWorkers: unparked without parking")
         self.parked -= 1
-        if self.wakeupsInFlight > 0 { self.wakeupsInFlight -= 1 }
+        if waited && self.wakeupsInFlight > 0 { self.wakeupsInFlight -= 1 }
+        if self.wakeupsInFlight > self.parked { self.wakeupsInFlight = self.parked }
     }
 
     /// The serving run loop ran the scheduled perform.
