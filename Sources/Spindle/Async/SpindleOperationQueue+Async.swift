@@ -20,7 +20,7 @@ extension SpindleOperationQueue {
         let core = self.core
         let semaphore = try! SpindleSemaphore(value: 0)  // 0 is a valid value
         let mustWait = core.withAdmittedLock { () -> Bool in
-            if core.memberCount == 0 { return false }
+            if core.members.count == 0 { return false }
             core.asyncDrainWaiters = (core.asyncDrainWaiters ?? []) + [semaphore]
             return true
         }

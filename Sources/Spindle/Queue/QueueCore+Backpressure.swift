@@ -23,7 +23,7 @@ final class ProducerWaiter: @unchecked Sendable {
 
 /// Bounded queues and the statistics behind `snapshot()`: the queue-side half (under `lock`).
 ///
-/// Capacity counts members that are not barriers (`memberCount - barrierCount`): operations added and not yet
+/// Capacity counts members that are not barriers (`members.countedByCapacity`): operations added and not yet
 /// finished, running ones included. An add fits when its whole batch fits and no producer is waiting (so a new
 /// producer never overtakes a blocked one: FIFO, no stolen room). Room is handed over, not raced for: the thread
 /// that frees room (`unlinkFinishedLocked`, `setCapacity`, a producer withdrawing) admits the waiting producers'
@@ -32,12 +32,12 @@ final class ProducerWaiter: @unchecked Sendable {
 /// room that was granted).
 extension QueueCore {
     /// Members that count against the capacity. Caller holds `lock`.
-    var countedMembersLocked: Int { self.memberCount - self.barrierCount }
+    var countedMembersLocked: Int { self.members.countedByCapacity }
 
     /// Updates the members' high-water mark; called after admissions. Caller holds `lock`.
     @inline(__always)
     func noteMembersLocked() {
-        let n = self.memberCount - self.barrierCount
+        let n = self.members.countedByCapacity
         self.stats.noteMembers(n)
     }
 

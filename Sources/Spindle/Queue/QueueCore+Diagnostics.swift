@@ -4,14 +4,14 @@ extension QueueCore {
     func debugSummary() -> String {
         self.withAdmittedLock {
             var header = "SpindleOperationQueue '\(self.name)': width \(self.slots.limit) (requested \(self.slots.requestedLimit)), "
-                + "\(self.slots.suspended ? "suspended" : "running"), members \(self.memberCount), running \(self.slots.running), "
+                + "\(self.slots.suspended ? "suspended" : "running"), members \(self.members.count), running \(self.slots.running), "
                 + "ready \(self.ready.count), threads \(self.idle.threads.count) (parked \(self.idle.parked)), "
                 + "held behind barriers \(self.barriers.heldCount), finished \(self.stats.finished)"
             header += " (cancelled \(self.stats.cancelled), failed \(self.stats.failed)), high water "
             header += "\(self.stats.highWaterMembers)/\(self.stats.highWaterRunning)"
             if let capacity = self.capacity { header += ", capacity \(capacity) (\(self.fullPolicy))" }
             var lines = [header]
-            var node = self.memberHead
+            var node = self.members.first
             while let link = node {
                 let op = link.takeUnretainedValue()
                 let s = op.currentState

@@ -4,16 +4,14 @@
 extension QueueCore {
     /// Each unit's own invariants, and across units:
     /// - members = released non-barrier members + held members + the running barrier (`BarrierGate`);
-    /// - barrier members ≤ members; held members ≤ members;
     /// - no members ⇒ nothing in the ready buckets;
     /// - a run-loop-served queue has no threads, a pool-served one no pending perform.
     /// Caller holds `lock`.
     func checkInvariantsLocked() -> Bool {
-        self.idle.check() && self.slots.check() && self.stats.check() && self.barriers.check()
-            && self.memberCount
+        self.idle.check() && self.slots.check() && self.stats.check() && self.barriers.check() && self.members.check()
+            && self.members.count
                 == self.barriers.activeUnfinished + self.barriers.heldCount + (self.barriers.barrierActive ? 1 : 0)
-            && self.barrierCount >= 0 && self.barrierCount <= self.memberCount
-            && (self.memberCount > 0 || self.ready.count == 0)
+            && (self.members.count > 0 || self.ready.count == 0)
             && (self.servingRunLoop != nil || !self.idle.performPending)
     }
 }

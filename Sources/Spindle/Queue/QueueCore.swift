@@ -48,10 +48,8 @@ final class QueueCore: @unchecked Sendable {
 
     @exclusivity(unchecked) var name: String
     @exclusivity(unchecked) var ready = ReadyBuckets()
-    @exclusivity(unchecked) var memberHead: Unmanaged<SpindleOperation>?
-    @exclusivity(unchecked) var memberTail: Unmanaged<SpindleOperation>?
-    @exclusivity(unchecked) var memberCount = 0  // all members, barriers included
-    @exclusivity(unchecked) var barrierCount = 0
+    /// Every operation added and not yet through, in order (see `MemberList`).
+    @exclusivity(unchecked) var members = MemberList()
     /// Width, slots in use, suspension (see `DispatchSlots`).
     @exclusivity(unchecked) var slots: DispatchSlots
     /// The workers and the wake decision (see `IdleWorkers`); mirrored for adding threads in `idleHints`.
@@ -207,16 +205,9 @@ final class QueueCore: @unchecked Sendable {
             if self.stats.collectsWaitTimes { self.stampAdmissionLocked(op) }
             op.isAdmitted = true
             op.queueHoldsReference = true
-            op.memberNext = nil
-            op.memberPrev = self.memberTail
-            if op.isBarrier { self.barrierCount += 1 }
             return op.isBarrier
         }
-        if let tail = self.memberTail { tail._withUnsafeGuaranteedRef { $0.memberNext = link } } else {
-            self.memberHead = link
-        }
-        self.memberTail = link
-        self.memberCount += 1
+        self.members.append(link, isBarrier: isBarrier)
         if !self.barriers.admit(link, isBarrier: isBarrier) {
             link._withUnsafeGuaranteedRef { $0.isHeld = true }
             self.releaseHeldLocked()
@@ -303,25 +294,18 @@ final class QueueCore: @unchecked Sendable {
     func unlinkFinishedLocked(_ op: SpindleOperation, freesSlot: Bool = true) -> (
         wake: [SpindleSemaphore]?, dropsReference: Bool
     ) {
-        let prev = op.memberPrev
-        let next = op.memberNext
-        if let prev { prev._withUnsafeGuaranteedRef { $0.memberNext = next } } else { self.memberHead = next }
-        if let next { next._withUnsafeGuaranteedRef { $0.memberPrev = prev } } else { self.memberTail = prev }
-        op.memberNext = nil
-        op.memberPrev = nil
+        self.members.unlink(op, isBarrier: op.isBarrier)
         op.isAdmitted = false
         let dropsReference = op.queueHoldsReference
         op.queueHoldsReference = false
-        self.memberCount -= 1
         if freesSlot { self.slots.free() }
         let s = op.currentState
         self.stats.recordFinish(cancelled: s.isCancelled, failed: s.isFailed)
-        if op.isBarrier { self.barrierCount -= 1 }
         self.barriers.finished(isBarrier: op.isBarrier)
         if self.barriers.mayRelease { self.releaseHeldLocked() }
         var wake: [SpindleSemaphore]? = nil
         if self.producers != nil { wake = self.grantProducersLocked() }  // room for blocked producers
-        if self.memberCount == 0 {
+        if self.members.count == 0 {
             // Nothing is reserved now: newly ready operations need not check reservations until one is made.
             if self.floorLocked != QueueCore.noFloor { self.setFloorLocked(QueueCore.noFloor) }
             self.drained.broadcast()

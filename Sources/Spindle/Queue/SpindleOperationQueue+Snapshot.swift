@@ -14,7 +14,7 @@ extension SpindleOperationQueue {
         return core.withAdmittedLock {
             var waiting: [SpindleOperation.QueuePriority: Int] = [:]
             var ready = 0
-            var node = core.memberHead
+            var node = core.members.first
             while let link = node {
                 let op = link.takeUnretainedValue()
                 node = op.memberNext

@@ -239,8 +239,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     public var operations: [SpindleOperation] {
         self.core.withAdmittedLock {
             var list: [SpindleOperation] = []
-            list.reserveCapacity(self.core.memberCount - self.core.barrierCount)
-            var node = self.core.memberHead
+            list.reserveCapacity(self.core.members.countedByCapacity)
+            var node = self.core.members.first
             while let link = node {
                 let op = link.takeUnretainedValue()
                 if !op.isBarrier && !op.isFinished { list.append(op) }
@@ -251,7 +251,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     }
 
     /// How many operations are in the queue and not finished (barriers excluded). O(1).
-    public var operationCount: Int { self.core.withAdmittedLock { self.core.memberCount - self.core.barrierCount } }
+    public var operationCount: Int { self.core.withAdmittedLock { self.core.members.countedByCapacity } }
 
     /// The queue running the calling thread's current operation; on the main thread outside any operation, the
     /// main queue; otherwise nil.
@@ -267,8 +267,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     public func cancelAllOperations() {
         let members: [SpindleOperation] = self.core.withAdmittedLock {
             var list: [SpindleOperation] = []
-            list.reserveCapacity(self.core.memberCount)
-            var node = self.core.memberHead
+            list.reserveCapacity(self.core.members.count)
+            var node = self.core.members.first
             while let link = node {
                 let op = link.takeUnretainedValue()
                 list.append(op)
@@ -304,7 +304,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         // Admits on every look: operations added while we wait count too.
         return core.drained.wait(until: deadline) {
             core.drainInboxLocked()
-            return core.memberCount > 0
+            return core.members.count > 0
         }
     }
 

@@ -98,4 +98,37 @@ import Testing
         #expect(stats.waitSamples == 2 && stats.waitTotalNs == 40 && stats.waitMaxNs == 30)
         #expect(stats.rejected == 1 && stats.ranOnCaller == 4 && stats.check())
     }
+
+    /// The members in order, walked as the queue walks them.
+    private func walk(_ list: MemberList) -> [SpindleOperation] {
+        var out: [SpindleOperation] = []
+        var node = list.first
+        while let link = node {
+            let op = link.takeUnretainedValue()
+            out.append(op)
+            node = op.memberNext
+        }
+        return out
+    }
+
+    @Test func theMemberListKeepsOrderAndCountsThroughUnlinksAnywhere() {
+        let ops = (0..<5).map { _ in SpindleOperation() }
+        var list = MemberList()
+        #expect(list.check() && list.first == nil && list.count == 0)
+        for (i, op) in ops.enumerated() { list.append(Unmanaged.passUnretained(op), isBarrier: i == 2) }
+        #expect(self.walk(list).map(ObjectIdentifier.init) == ops.map(ObjectIdentifier.init))
+        #expect(list.count == 5 && list.barrierCount == 1 && list.countedByCapacity == 4 && list.check())
+        list.unlink(ops[2], isBarrier: true)  // middle
+        list.unlink(ops[0], isBarrier: false)  // first
+        list.unlink(ops[4], isBarrier: false)  // last
+        #expect(self.walk(list).map(ObjectIdentifier.init) == [ops[1], ops[3]].map(ObjectIdentifier.init))
+        #expect(list.count == 2 && list.barrierCount == 0 && list.check())
+        #expect(ops[2].memberNext == nil && ops[2].memberPrev == nil)  // an unlinked operation keeps no links
+        list.unlink(ops[1], isBarrier: false)
+        list.unlink(ops[3], isBarrier: false)
+        #expect(list.first == nil && list.count == 0 && list.check())
+        list.append(Unmanaged.passUnretained(ops[0]), isBarrier: false)  // usable again once empty
+        #expect(self.walk(list).count == 1 && list.check())
+        list.unlink(ops[0], isBarrier: false)
+    }
 }
