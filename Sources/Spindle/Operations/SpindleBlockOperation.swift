@@ -51,13 +51,15 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
     /// Runs every block (unless cancelled) and returns when all have returned.
     open override func main() throws {
         // The lock orders what follows after any addExecutionBlock that saw the operation not yet executing; from
-        // here on the blocks are frozen (addExecutionBlock throws). The array is shared, not copied.
-        let more = self.withLocked { l in l.extras?.moreBlocks ?? [] }
+        // here on the blocks are frozen (addExecutionBlock throws). The one-block case reads a flag only (no array
+        // retained and released per run: `addOperation { }` runs this for every operation).
+        let added = self.withLocked { l in l.extras?.moreBlocks.isEmpty == false }
         guard !self.isCancelled else { return }
-        if more.isEmpty {
+        if !added {
             self.first?()  // borrowed from the immutable field: no retain or release of its captures
             return
         }
+        let more = self.withLocked { l in l.extras?.moreBlocks ?? [] }  // shared, not copied
         if self.first == nil && more.count == 1 {
             more[0]()
             return
