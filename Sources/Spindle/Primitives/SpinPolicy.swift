@@ -1,6 +1,10 @@
+import CShim
+import Glibc
+
 /// Decides how long a thread that just ran out of work should spin before it parks, from the gaps it saw between
-/// going idle and the next work. Shared by the queue workers, `SpindleSemaphore` and the run loop's wakeup. Pure:
-/// no clock, no atomics; the caller measures and reports (so the decisions are tested by feeding it gaps).
+/// going idle and the next work. Shared by the queue workers, `SpindleSemaphore` and the run loop's wakeup. The
+/// policy is pure: no clock, no atomics; the caller measures and reports (so the decisions are tested by feeding it
+/// gaps). `SpinPolicy.spin` (below) is the one loop that carries a decision out.
 ///
 /// Why: spinning pays only when the next event comes inside the spin window; then it saves a park and a wake
 /// (a futex round trip, several microseconds of CPU on each side on a virtual machine) and starts the work
@@ -62,5 +66,47 @@ struct SpinPolicy: Sendable, Equatable {
     /// A spin used its whole budget and found nothing (the thread parks next).
     mutating func spinMissed() {
         if self.misses < UInt8.max { self.misses += 1 }
+    }
+}
+
+/// How a bounded spin ended (see `SpinPolicy.spin`).
+enum SpinOutcome: Equatable {
+    /// The awaited event showed.
+    case seen
+    /// The whole budget passed without it.
+    case budgetSpent
+    /// The caller's deadline passed first.
+    case deadlinePassed
+}
+
+extension SpinPolicy {
+    /// Spin rounds (8 spin-wait hints each) between two reads of the clock when not yielding: a spin overshoots its
+    /// budget by at most 32 hints (about 1 µs where a hint costs ~30 ns).
+    static let roundsPerClockRead = 4
+
+    /// Spindle's one spin loop, for every thread about to sleep (queue workers, semaphore waiters, run loops):
+    /// polls `arrived` until it returns true, `budget` ns have passed since `start`, or `deadline` (monotonic ns)
+    /// passes, with 8 spin-wait hints per round. `arrived` must not block or take a lock (it reads a hint; the
+    /// caller re-checks under its lock). `yielding`: give the CPU away every round (`sched_yield`, which returns at
+    /// once when nothing else wants it) and read the clock every round, for a spinner whose event is brought by a
+    /// thread that may be waiting for this very CPU (a queue's adder, on 2 cores). The deadline is checked before
+    /// the budget.
+    @inline(__always)
+    static func spin(
+        from start: UInt64, budget: UInt64, until deadline: UInt64 = .max, yielding: Bool = false,
+        _ arrived: () -> Bool
+    ) -> SpinOutcome {
+        var round = 0
+        while true {
+            if arrived() { return .seen }
+            for _ in 0..<8 { cshim_cpu_relax() }
+            if yielding { sched_yield() }
+            round &+= 1
+            if yielding || round % SpinPolicy.roundsPerClockRead == 0 {
+                let now = cshim_clock_monotonic_ns()
+                if now >= deadline { return .deadlinePassed }
+                if now &- start >= budget { return .budgetSpent }
+            }
+        }
     }
 }

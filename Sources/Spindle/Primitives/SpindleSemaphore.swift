@@ -25,16 +25,16 @@ import Synchronization
 /// because the granted waiter is a specific one. A node is allocated per wait that blocks (never on the
 /// non-blocking path).
 ///
-/// Spinning: a blocking `wait` that finds no permit is idle from then on. If nobody is parked (else the next
-/// permit is not its to take) and `spinPolicy.budgetNanos` (read under the lock) is not zero, it unlocks and
-/// polls `permitHint` for at most that budget (`SpinPolicy.window`, 8 µs; the clock is read every
-/// `roundsPerClockRead` rounds), then re-locks and takes a permit if there is one, else parks. A COLD policy
-/// (budget 0, the state of a new semaphore and of one signalled every 50 µs or more) parks at once, spending no
-/// CPU. Taking a permit after a spin is fair: permits exist only while nobody is parked. The spin does not yield
-/// the CPU: yielding paid only after ~10 µs (a thread just started on the spinner's CPU was held off for the
-/// whole of a ~100 µs spin), longer than any budget now. What the waiter tells the policy, always under the lock:
-/// - `workArrived(afterIdleNanos:)` once per wait that got its permit after going idle: the gap until the spin
-///   saw the permit, or until `signal` granted it while parked (`grantedAt`, stamped by the signaller, so the
+/// Spinning: a blocking `wait` that finds no permit is idle from then on. If nobody is parked (else the next permit is
+/// not its to take) and `spinPolicy.budgetNanos` (read under the lock) is not zero, it unlocks and polls `permitHint`
+/// for at most that budget (`SpinPolicy.window`, 8 µs, in `SpinPolicy.spin`), then re-locks and takes a permit if there
+/// is one, else parks. A COLD policy (budget 0, the state of a new semaphore and of one signalled every 50 µs or more)
+/// parks at once, spending no CPU. Taking a permit after a spin is fair: permits exist only while nobody is parked.
+/// The spin does not yield the CPU: yielding paid only after ~10 µs (a thread just started on the spinner's CPU was
+/// held off for the whole of a ~100 µs spin), longer than any budget now. What the waiter tells the policy, always
+/// under the lock:
+/// - `workArrived(afterIdleNanos:)` once per wait that got its permit after going idle: the gap until the re-lock
+///   after a spin that found the permit, or until `signal` granted it while parked (`grantedAt`, stamped by the signaller, so the
 ///   wake's latency is not counted: that is what a spin would have waited);
 /// - `spinMissed()` when a spin used its whole budget and the re-lock found no permit (it parks next);
 /// - nothing when the wait times out (whether spinning or parked): a timeout only bounds the gap from below,
@@ -56,10 +56,6 @@ public final class SpindleSemaphore: @unchecked Sendable {
     /// Served nodes that may stay at the front of `parked` before they are dropped in one batch (the line not
     /// being empty). Small enough to bound the array, large enough that the batch copy is rare.
     static let compactAfter = 64
-    /// Spin rounds (8 spin-wait hints each) between two reads of the clock: 32 hints, about 1 µs where a hint
-    /// costs ~30 ns (the AMD EPYC machine the benchmarks run on), a few hundred ns elsewhere; a spin overshoots
-    /// its budget by at most that.
-    static let roundsPerClockRead = 4
 
     final class Waiter: @unchecked Sendable {
         var granted = false  // protected by the semaphore's condition.mutex
@@ -72,16 +68,6 @@ public final class SpindleSemaphore: @unchecked Sendable {
         var continuation: UnsafeContinuation<Void, any Error>? = nil
 
         init(isAsync: Bool = false) { self.isAsync = isAsync }
-    }
-
-    /// How a spin before parking ended.
-    private enum SpinEnd {
-        /// `permitHint` showed a permit at this time (monotonic ns); another thread may still take it first.
-        case permitSeen(at: UInt64)
-        /// The whole budget passed with no permit.
-        case budgetSpent
-        /// The wait's deadline passed first.
-        case deadlinePassed
     }
 
     /// Creates a semaphore with `value` free permits. A negative value throws
@@ -117,20 +103,17 @@ public final class SpindleSemaphore: @unchecked Sendable {
         let budget = self.spinPolicy.budgetNanos
         if budget > 0 && self.parkedHead == self.parked.count {
             self.condition.unlock()
-            let end = self.spinForPermit(from: idleSince, budget: budget, until: deadline)
+            let end = SpinPolicy.spin(from: idleSince, budget: budget, until: deadline.uptimeNanoseconds) {
+                self.permitHint.load(ordering: .relaxed) > 0
+            }
             self.condition.lock()
             if self.permits > 0 {
                 self.takePermitLocked()
-                let arrivedAt: UInt64
-                if case .permitSeen(let seenAt) = end {
-                    arrivedAt = seenAt
-                } else {
-                    arrivedAt = cshim_clock_monotonic_ns()  // signalled between the spin's end and the re-lock
-                }
-                self.spinPolicy.workArrived(afterIdleNanos: arrivedAt &- idleSince)
+                // Seen by the spin, or signalled between its end and the re-lock: the permit arrived about now.
+                self.spinPolicy.workArrived(afterIdleNanos: cshim_clock_monotonic_ns() &- idleSince)
                 return true
             }
-            if case .budgetSpent = end { self.spinPolicy.spinMissed() }
+            if end == .budgetSpent { self.spinPolicy.spinMissed() }
             if deadline.hasPassed { return false }
         }
         let me = Waiter()
@@ -145,23 +128,6 @@ public final class SpindleSemaphore: @unchecked Sendable {
         // `signal` stamped `grantedAt` under this mutex after we appended, so after `idleSince`.
         self.spinPolicy.workArrived(afterIdleNanos: me.grantedAt > idleSince ? me.grantedAt - idleSince : 0)
         return true
-    }
-
-    /// Polls `permitHint` without the lock until it shows a permit, `budget` ns have passed since `start`, or
-    /// `deadline` passes.
-    @inline(never)
-    private func spinForPermit(from start: UInt64, budget: UInt64, until deadline: SpindleDeadline) -> SpinEnd {
-        var round = 0
-        while true {
-            if self.permitHint.load(ordering: .relaxed) > 0 { return .permitSeen(at: cshim_clock_monotonic_ns()) }
-            for _ in 0..<8 { cshim_cpu_relax() }
-            round &+= 1
-            if round % SpindleSemaphore.roundsPerClockRead == 0 {
-                let now = cshim_clock_monotonic_ns()
-                if now >= deadline.uptimeNanoseconds { return .deadlinePassed }
-                if now &- start >= budget { return .budgetSpent }
-            }
-        }
     }
 
     /// Releases a permit: grants it to the oldest parked waiter if there is one (waking it), or keeps it for the

@@ -1,5 +1,4 @@
 import CShim
-import Glibc
 
 /// The worker side of `QueueCore`: deciding whom to wake, the workers' loop, and the run-loop-served variant.
 ///
@@ -191,7 +190,11 @@ extension QueueCore {
                 self.publishIdleLocked()
                 let seen = self.pushes.current
                 self.lock.unlock()
-                let caught = self.spin(for: state.policy.budgetNanos, pushesSeen: seen)
+                // Yielding: the thread that will bring the work may be waiting for this very CPU (2 cores: an adder
+                // and two workers).
+                let caught = SpinPolicy.spin(
+                    from: cshim_clock_monotonic_ns(), budget: state.policy.budgetNanos, yielding: true
+                ) { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen
                 self.lock.lock()
                 self.idle.endSpin()
                 self.publishIdleLocked()
@@ -222,21 +225,6 @@ extension QueueCore {
         self.releaseFinished(&finished, &drainWaiters, &dropped)
         if drops > 0 { self.dropOutstanding(drops) }
         context.workerOf = nil
-    }
-
-    /// Polls for new work without the lock for up to `budget` ns: returns whether some arrived (a push into the
-    /// buckets announced in `pushes`, or an operation on the inbox).
-    @inline(never)
-    private func spin(for budget: UInt64, pushesSeen seen: Int) -> Bool {
-        let start = cshim_clock_monotonic_ns()
-        while true {
-            if self.pushes.current != seen || self.inbox.mayHoldWork { return true }
-            for _ in 0..<8 { cshim_cpu_relax() }
-            // The thread that will bring the work may be waiting for this very CPU (2 cores: an adder and two
-            // workers): give it way. Returns at once when nothing else wants the CPU.
-            sched_yield()
-            if cshim_clock_monotonic_ns() &- start >= budget { return false }
-        }
     }
 
     /// After a deferred finish's bookkeeping, outside the lock: wake its waiters, then the queue's async drain

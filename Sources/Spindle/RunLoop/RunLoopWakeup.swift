@@ -17,12 +17,11 @@ import Synchronization
 /// readable: a poll returns at once) → zero again after `drain()`. Because the owner drains *before* it looks
 /// for work and every producer publishes its work *before* signalling, a wakeup can never be lost.
 ///
-/// Spinning: `signals` (atomic) counts `signal()` calls; `seenAtDrain` (owner only) is its value at the last
-/// drain. Before sleeping with no descriptors to watch, the owner polls `signals` for `spinPolicy.budgetNanos` (0 or
-/// `SpinPolicy.window`, 8 µs; the clock is read every `roundsPerClockRead` rounds): work sent from another core
-/// then costs no kernel wakeup (tens of microseconds on a virtual machine), and a spin that sees a signal returns
-/// without calling poll. A COLD policy (a new loop, or one woken every 50 µs or more) goes straight to poll. The
-/// spin never outlasts the wait's deadline.
+/// Spinning: `signals` (atomic) counts `signal()` calls; `seenAtDrain` (owner only) is its value at the last drain.
+/// Before sleeping with no descriptors to watch, the owner polls `signals` for `spinPolicy.budgetNanos` (0 or
+/// `SpinPolicy.window`, 8 µs, in `SpinPolicy.spin`): work sent from another core then costs no kernel wakeup (tens of
+/// microseconds on a virtual machine), and a spin that sees a signal returns without calling poll. A COLD policy (a
+/// new loop, or one woken every 50 µs or more) goes straight to poll. The spin never outlasts the wait's deadline.
 ///
 /// What the owner tells its policy (owner thread, in `wait`): `spinMissed()` when a spin used its whole budget
 /// with no signal (it polls next); `workArrived(afterIdleNanos:)` when a signal came during the wait (or between
@@ -49,23 +48,10 @@ final class RunLoopWakeup: @unchecked Sendable {
     /// How long to spin before poll, learned from this loop's waits. Owner thread only (read and updated in
     /// `wait`, which only the owner calls), so a plain stored property with no lock.
     var spinPolicy = SpinPolicy()
-    /// Spin rounds (8 spin-wait hints each) between two reads of the clock: a spin overshoots its budget by at
-    /// most 32 hints (about 1 µs where a hint costs ~30 ns).
-    static let roundsPerClockRead = 4
     /// `firstSignalAt` while the owner is not waiting.
     static let notIdle: UInt64 = 0
     /// `firstSignalAt` while the owner waits and no signal has stamped it yet.
     static let idleUnstamped: UInt64 = .max
-
-    /// How a spin before poll ended.
-    private enum SpinEnd {
-        /// `signals` moved.
-        case signalSeen
-        /// The whole budget passed with no signal.
-        case budgetSpent
-        /// The wait's deadline passed first.
-        case deadlinePassed
-    }
 
     /// Opens the eventfd. Traps if the process is out of descriptors (a run loop cannot work without one).
     init() {
@@ -126,8 +112,11 @@ final class RunLoopWakeup: @unchecked Sendable {
         defer { self.reportWait(idleSince: idleSince) }
         let budget = self.spinPolicy.budgetNanos
         if watched.isEmpty && budget > 0 {
-            switch self.spin(from: idleSince, budget: budget, until: deadline) {
-            case .signalSeen: return
+            let end = SpinPolicy.spin(from: idleSince, budget: budget, until: deadline.uptimeNanoseconds) {
+                self.signals.load(ordering: .relaxed) != self.seenAtDrain
+            }
+            switch end {
+            case .seen: return
             case .budgetSpent: self.spinPolicy.spinMissed()
             case .deadlinePassed: break
             }
@@ -156,22 +145,6 @@ final class RunLoopWakeup: @unchecked Sendable {
         // Unstamped: the signal came before (or as) the owner went idle; it is noticed now.
         let arrivedAt = stamped ? stamp : cshim_clock_monotonic_ns()
         self.spinPolicy.workArrived(afterIdleNanos: arrivedAt > idleSince ? arrivedAt - idleSince : 0)
-    }
-
-    /// Polls `signals` without blocking until it moves, `budget` ns have passed since `start`, or `deadline`
-    /// passes. Owner thread only.
-    private func spin(from start: UInt64, budget: UInt64, until deadline: SpindleDeadline) -> SpinEnd {
-        var round = 0
-        while true {
-            if self.signals.load(ordering: .relaxed) != self.seenAtDrain { return .signalSeen }
-            for _ in 0..<8 { cshim_cpu_relax() }
-            round &+= 1
-            if round % RunLoopWakeup.roundsPerClockRead == 0 {
-                let now = cshim_clock_monotonic_ns()
-                if now >= deadline.uptimeNanoseconds { return .deadlinePassed }
-                if now &- start >= budget { return .budgetSpent }
-            }
-        }
     }
 
     /// poll's timeout for `deadline`: -1 for never, otherwise whole milliseconds rounded *up*, so the loop never

@@ -1,4 +1,5 @@
 @testable import Spindle
+import CShim
 import Testing
 
 /// `SpinPolicy`'s decisions, fed sequences of idle gaps and missed spins: no clock, no threads. The expected
@@ -204,5 +205,44 @@ struct SpinPolicyTests {
                 #expect(policy.budgetNanos == 0 || policy.budgetNanos == Self.window)
             }
         }
+    }
+}
+
+/// `SpinPolicy.spin`, the one spin loop: each way it can end, decided without waiting on a clock (a budget of 0
+/// or a deadline already past ends it at the first clock read).
+@Suite struct SpinLoopTests {
+    @Test func anEventAlreadyThereEndsTheSpinAtOnce() {
+        var polls = 0
+        let end = SpinPolicy.spin(from: cshim_clock_monotonic_ns(), budget: .max) {
+            polls += 1
+            return true
+        }
+        #expect(end == .seen && polls == 1)
+    }
+
+    @Test func anEventThatComesWhileSpinningIsSeen() {
+        var polls = 0
+        let end = SpinPolicy.spin(from: cshim_clock_monotonic_ns(), budget: .max, yielding: true) {
+            polls += 1
+            return polls == 5
+        }
+        #expect(end == .seen && polls == 5)
+    }
+
+    @Test func aSpentBudgetEndsTheSpinWithoutTheEvent() {
+        for yielding in [false, true] {
+            var polls = 0
+            let end = SpinPolicy.spin(from: cshim_clock_monotonic_ns(), budget: 0, yielding: yielding) {
+                polls += 1
+                return false
+            }
+            #expect(end == .budgetSpent)
+            #expect(polls == (yielding ? 1 : SpinPolicy.roundsPerClockRead))  // ends at its first clock read
+        }
+    }
+
+    @Test func aPassedDeadlineWinsOverTheBudget() {
+        let end = SpinPolicy.spin(from: cshim_clock_monotonic_ns(), budget: 0, until: 0) { false }
+        #expect(end == .deadlinePassed)
     }
 }
