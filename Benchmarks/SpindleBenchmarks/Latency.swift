@@ -12,101 +12,52 @@ func registerLatencyBenchmarks() {
     let trips = 20_000
     let config = scenario(iterations: 5)
 
-    Benchmark("submit→run→signal round trip ×\(trips): Spindle", configuration: config) { benchmark in
-        let queue = try! SpindleOperationQueue()
-        let back = DispatchSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<trips {
-            queue.addOperation { back.signal() }
-            back.wait()
+    /// Spindle's rows: the same waiter as the peers, and Spindle's own ("end to end").
+    func spindleRoundTrip<W: WaitingSemaphore>(_ label: String, _ makeWaiter: @escaping @Sendable () -> W) {
+        Benchmark("submit→run→signal round trip ×\(trips): \(label)", configuration: config) { benchmark in
+            let queue = try! SpindleOperationQueue()
+            let back = makeWaiter()
+            measureHandOvers(benchmark, trips, waitingOn: back) { _ in queue.addOperation { back.signalOne() } }
         }
-        benchmark.stopMeasurement()
     }
-    Benchmark("submit→run→signal round trip ×\(trips): Spindle end to end (SpindleSemaphore)", configuration: config) {
-        benchmark in
-        let queue = try! SpindleOperationQueue()
-        let back = try! SpindleSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<trips {
-            queue.addOperation { back.signal() }
-            back.wait()
-        }
-        benchmark.stopMeasurement()
-    }
+    spindleRoundTrip("Spindle") { DispatchSemaphore(value: 0) }
+    spindleRoundTrip("Spindle end to end (SpindleSemaphore)") { try! SpindleSemaphore(value: 0) }
     Benchmark("submit→run→signal round trip ×\(trips): Foundation OperationQueue", configuration: config) { benchmark in
         let queue = OperationQueue()
         let back = DispatchSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<trips {
-            queue.addOperation { back.signal() }
-            back.wait()
-        }
-        benchmark.stopMeasurement()
+        measureHandOvers(benchmark, trips, waitingOn: back) { _ in queue.addOperation { back.signal() } }
     }
     Benchmark("submit→run→signal round trip ×\(trips): DispatchQueue.global", configuration: config) { benchmark in
         let queue = DispatchQueue.global()
         let back = DispatchSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<trips {
-            queue.async { back.signal() }
-            back.wait()
-        }
-        benchmark.stopMeasurement()
+        measureHandOvers(benchmark, trips, waitingOn: back) { _ in queue.async { back.signal() } }
     }
     Benchmark("submit→run→signal round trip ×\(trips): NIOThreadPool", configuration: config) { benchmark in
         let pool = NIOThreadPool(numberOfThreads: processorCount)
         pool.start()
         let back = DispatchSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<trips {
-            pool.submit { _ in back.signal() }
-            back.wait()
-        }
-        benchmark.stopMeasurement()
+        measureHandOvers(benchmark, trips, waitingOn: back) { _ in pool.submit { _ in back.signal() } }
         try! pool.syncShutdownGracefully()
     }
 
     // A concurrent operation's start: from `start()` to its detached thread running.
     let starts = 2_000
-    Benchmark("concurrent op start latency ×\(starts): Spindle", configuration: config) { benchmark in
-        let back = DispatchSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<starts {
-            let op = SignallingOperation(back)
-            try! op.start()
-            back.wait()
+    func spindleStart<W: WaitingSemaphore>(_ label: String, _ makeWaiter: @escaping @Sendable () -> W) {
+        Benchmark("concurrent op start latency ×\(starts): \(label)", configuration: config) { benchmark in
+            let back = makeWaiter()
+            measureHandOvers(benchmark, starts, waitingOn: back) { _ in try! SignallingOperation(back).start() }
         }
-        benchmark.stopMeasurement()
     }
-    Benchmark("concurrent op start latency ×\(starts): Spindle end to end (SpindleSemaphore)", configuration: config) {
-        benchmark in
-        let back = try! SpindleSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<starts {
-            let op = SignallingOperation(back)
-            try! op.start()
-            back.wait()
-        }
-        benchmark.stopMeasurement()
-    }
+    spindleStart("Spindle") { DispatchSemaphore(value: 0) }
+    spindleStart("Spindle end to end (SpindleSemaphore)") { try! SpindleSemaphore(value: 0) }
     Benchmark("concurrent op start latency ×\(starts): raw pthread (detached)", configuration: config) { benchmark in
         let back = DispatchSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<starts {
-            detachRawPthread { back.signal() }
-            back.wait()
-        }
-        benchmark.stopMeasurement()
+        measureHandOvers(benchmark, starts, waitingOn: back) { _ in detachRawPthread { back.signal() } }
     }
     Benchmark("concurrent op start latency ×\(starts): Foundation Thread.detachNewThread", configuration: config) {
         benchmark in
         let back = DispatchSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<starts {
-            Thread.detachNewThread { back.signal() }
-            back.wait()
-        }
-        benchmark.stopMeasurement()
+        measureHandOvers(benchmark, starts, waitingOn: back) { _ in Thread.detachNewThread { back.signal() } }
     }
 
     // A block operation with 100 blocks (they run concurrently), started by hand.

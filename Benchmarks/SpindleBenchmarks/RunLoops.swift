@@ -12,52 +12,23 @@ func registerRunLoopBenchmarks() {
     let trips = 10_000
     let config = scenario(iterations: 5)
 
-    Benchmark("run-loop perform round trip ×\(trips): Spindle", configuration: config) { benchmark in
-        let loop = SpindleLoopThread { _ in }
-        let back = DispatchSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<trips {
-            loop.runLoop.perform { back.signal() }
-            back.wait()
+    /// Spindle's rows: the same waiter as Foundation's, and Spindle's own ("end to end").
+    func spindleRows<W: WaitingSemaphore>(_ label: String, _ makeWaiter: @escaping @Sendable () -> W) {
+        Benchmark("run-loop perform round trip ×\(trips): \(label)", configuration: config) { benchmark in
+            let loop = SpindleLoopThread { _ in }
+            let back = makeWaiter()
+            measureHandOvers(benchmark, trips, waitingOn: back) { _ in loop.runLoop.perform { back.signalOne() } }
+            loop.stop()
         }
-        benchmark.stopMeasurement()
-        loop.stop()
-    }
-    Benchmark("run-loop perform round trip ×\(trips): Spindle end to end (SpindleSemaphore)", configuration: config) {
-        benchmark in
-        let loop = SpindleLoopThread { _ in }
-        let back = try! SpindleSemaphore(value: 0)
-        benchmark.startMeasurement()
-        for _ in 0..<trips {
-            loop.runLoop.perform { back.signal() }
-            back.wait()
+        Benchmark("run-loop port message round trip ×\(trips): \(label)", configuration: config) { benchmark in
+            let back = makeWaiter()
+            let loop = SpindleLoopThread { _ in back.signalOne() }
+            measureHandOvers(benchmark, trips, waitingOn: back) { i in try! loop.port.send(i) }
+            loop.stop()
         }
-        benchmark.stopMeasurement()
-        loop.stop()
     }
-    Benchmark("run-loop port message round trip ×\(trips): Spindle", configuration: config) { benchmark in
-        let back = DispatchSemaphore(value: 0)
-        let loop = SpindleLoopThread { _ in back.signal() }
-        benchmark.startMeasurement()
-        for i in 0..<trips {
-            try! loop.port.send(i)
-            back.wait()
-        }
-        benchmark.stopMeasurement()
-        loop.stop()
-    }
-    Benchmark("run-loop port message round trip ×\(trips): Spindle end to end (SpindleSemaphore)",
-              configuration: config) { benchmark in
-        let back = try! SpindleSemaphore(value: 0)
-        let loop = SpindleLoopThread { _ in back.signal() }
-        benchmark.startMeasurement()
-        for i in 0..<trips {
-            try! loop.port.send(i)
-            back.wait()
-        }
-        benchmark.stopMeasurement()
-        loop.stop()
-    }
+    spindleRows("Spindle") { DispatchSemaphore(value: 0) }
+    spindleRows("Spindle end to end (SpindleSemaphore)") { try! SpindleSemaphore(value: 0) }
     Benchmark("run-loop perform round trip ×\(trips): Foundation RunLoop (perform + wake)", configuration: config) {
         benchmark in
         let loop = FoundationLoopThread.shared

@@ -79,3 +79,18 @@ func detachRawPthread(_ body: @escaping @Sendable () -> Void) {
     precondition(err == 0, "pthread_create failed: \(err)")
     pthread_attr_destroy(&attr)
 }
+
+/// `n` hand-overs, each waited for on `back` before the next: `handOver(i)` must get `back` signalled once, from
+/// wherever the peer runs the work. Only the loop is measured. The same loop for every peer and waiter, so rows
+/// differ only in the hand-over.
+@inline(__always)
+func measureHandOvers<W: WaitingSemaphore>(
+    _ benchmark: Benchmark, _ n: Int, waitingOn back: W, _ handOver: (Int) -> Void
+) {
+    benchmark.startMeasurement()
+    for i in 0..<n {
+        handOver(i)
+        back.wait()
+    }
+    benchmark.stopMeasurement()
+}
