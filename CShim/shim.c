@@ -9,7 +9,13 @@
 #include <sched.h>
 #include <sys/resource.h>
 
+cshim_fault_hook cshim_fault_hook_slot = 0;
+__thread uint64_t cshim_fault_thread_scope = 0;
+
 int cshim_pthread_create(pthread_t *out, int detached, size_t stack_size, cshim_thread_entry entry, void *context) {
+    int fault = cshim_fault(CSHIM_FAULT_THREAD_CREATE);
+    if (fault == 0 && stack_size != 0) fault = cshim_fault(CSHIM_FAULT_STACK_SIZE);
+    if (fault != 0) return fault;
     pthread_attr_t attr;
     int err = pthread_attr_init(&attr);
     if (err != 0) return err;
@@ -22,13 +28,18 @@ int cshim_pthread_create(pthread_t *out, int detached, size_t stack_size, cshim_
     return err != 0 ? err : destroyErr;
 }
 
-int cshim_pthread_setname_np(pthread_t thread, const char *name) { return pthread_setname_np(thread, name); }
+int cshim_pthread_setname_np(pthread_t thread, const char *name) {
+    int fault = cshim_fault(CSHIM_FAULT_SET_NAME);
+    return fault != 0 ? fault : pthread_setname_np(thread, name);
+}
 
 int cshim_pthread_getname_np(pthread_t thread, char *buf, size_t len) { return pthread_getname_np(thread, buf, len); }
 
 pid_t cshim_gettid(void) { return gettid(); }
 
 int cshim_setpriority_thread(pid_t tid, int nice_value) {
+    int fault = cshim_fault(CSHIM_FAULT_SET_PRIORITY);
+    if (fault != 0) { errno = fault; return -1; }
     return setpriority(PRIO_PROCESS, (id_t)tid, nice_value);
 }
 
@@ -70,7 +81,22 @@ int cshim_pthread_cond_init_monotonic(pthread_cond_t *cond) {
     return err != 0 ? err : destroyErr;
 }
 
+// A spurious wakeup as the kernel makes one: the mutex is released and taken again, and other threads may run
+// in between, but nobody signalled.
+static int cshim_spurious_wakeup(pthread_mutex_t *mutex) {
+    int err = pthread_mutex_unlock(mutex);
+    if (err != 0) return err;
+    sched_yield();
+    return pthread_mutex_lock(mutex);
+}
+
+int cshim_pthread_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex) {
+    if (cshim_fault(CSHIM_FAULT_COND_WAIT) != 0) return cshim_spurious_wakeup(mutex);
+    return pthread_cond_wait(cond, mutex);
+}
+
 int cshim_pthread_cond_timedwait_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline_ns) {
+    if (cshim_fault(CSHIM_FAULT_COND_WAIT) != 0) return cshim_spurious_wakeup(mutex);
     struct timespec ts;
     ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
     ts.tv_nsec = (long)(deadline_ns % 1000000000ull);

@@ -18,6 +18,49 @@
 #include <time.h>
 #include <unistd.h>
 
+// MARK: - Fault seam (tests only)
+
+// The calls below that can fail for reasons outside the caller's control ask `cshim_fault(site)` first. With no
+// hook installed (always, unless a test installs one through Spindle's `SpindleFaults`) that is one acquire load
+// of a null pointer and a branch that is never taken, beside a syscall. With a hook, a non-zero answer is the
+// error the call reports instead of calling libc (for a condition wait: a spurious wakeup instead of waiting).
+// The hook decides (Swift side); C only asks. It must be callable from any thread, under any lock, and must not
+// wait on a condition itself.
+
+/// The sites of the seam (mirrored by `SpindleFaults.Site`).
+enum {
+    CSHIM_FAULT_THREAD_CREATE = 0,   // pthread_create: the answer is returned (EAGAIN, as when out of threads)
+    CSHIM_FAULT_STACK_SIZE = 1,      // pthread_attr_setstacksize (only when a size is asked): returned (EINVAL)
+    CSHIM_FAULT_SET_NAME = 2,        // pthread_setname_np: returned (ERANGE, EPERM)
+    CSHIM_FAULT_SET_PRIORITY = 3,    // setpriority: -1 with the answer in errno (EPERM, EACCES)
+    CSHIM_FAULT_EVENTFD = 4,         // eventfd: -1 with the answer in errno (EMFILE, ENFILE)
+    CSHIM_FAULT_COND_WAIT = 5,       // pthread_cond_(timed)wait: non-zero means wake spuriously
+    CSHIM_FAULT_SITE_COUNT = 6
+};
+
+/// The hook's type: `site` in, 0 (no fault) or an error number out.
+typedef int (*cshim_fault_hook)(int site);
+
+/// The installed hook, or NULL. Read with `cshim_fault`, written with `cshim_fault_install`.
+extern cshim_fault_hook cshim_fault_hook_slot;
+
+/// Installs `hook` (NULL removes it). Any thread; calls already past their check are not affected.
+static inline void cshim_fault_install(cshim_fault_hook hook) {
+    __atomic_store_n(&cshim_fault_hook_slot, hook, __ATOMIC_RELEASE);
+}
+
+/// The calling thread's fault scope (0: none). A hook may limit a schedule to the threads that carry its scope, so
+/// one test can make its own calls fail while other tests run in the same process.
+extern __thread uint64_t cshim_fault_thread_scope;
+static inline uint64_t cshim_fault_scope_get(void) { return cshim_fault_thread_scope; }
+static inline void cshim_fault_scope_set(uint64_t scope) { cshim_fault_thread_scope = scope; }
+
+/// The seam's question: 0 to go on, or the error to report.
+static inline int cshim_fault(int site) {
+    cshim_fault_hook hook = __atomic_load_n(&cshim_fault_hook_slot, __ATOMIC_ACQUIRE);
+    return hook == 0 ? 0 : hook(site);
+}
+
 // MARK: - Threads
 
 /// The entry point a new thread runs: receives the context pointer given to `cshim_pthread_create`.
@@ -26,7 +69,8 @@ typedef void (*cshim_thread_entry)(void *context);
 /// Wraps `pthread_attr_init`, `pthread_attr_setdetachstate`, `pthread_attr_setstacksize` and `pthread_create`.
 /// The new thread runs `entry(context)`. `stack_size` of 0 keeps the default; otherwise it must already be at
 /// least `cshim_stack_min()` and a multiple of the page size (the Swift side rounds). Pthread-style: returns 0 or
-/// the error number of the first call that failed; on success `*out` holds the thread.
+/// the error number of the first call that failed; on success `*out` holds the thread. Through the fault seam
+/// (`CSHIM_FAULT_THREAD_CREATE`, and `CSHIM_FAULT_STACK_SIZE` when a size is asked).
 int cshim_pthread_create(pthread_t *out, int detached, size_t stack_size, cshim_thread_entry entry, void *context);
 
 /// `PTHREAD_STACK_MIN` (a macro in glibc, so Swift cannot read it directly).
@@ -35,7 +79,8 @@ static inline size_t cshim_stack_min(void) { return (size_t)PTHREAD_STACK_MIN; }
 // The next three are GNU extensions: they live in shim.c, which is compiled with _GNU_SOURCE (a header that
 // Swift imports is not), as swift-system does for the same reason.
 
-/// Wraps `pthread_setname_np`. The name must be at most 15 bytes plus NUL. Pthread-style.
+/// Wraps `pthread_setname_np`. The name must be at most 15 bytes plus NUL. Pthread-style. Through the fault seam
+/// (`CSHIM_FAULT_SET_NAME`).
 int cshim_pthread_setname_np(pthread_t thread, const char *name);
 
 /// Wraps `pthread_getname_np` into a buffer of `len` bytes (16 is enough on Linux). Pthread-style.
@@ -45,6 +90,7 @@ int cshim_pthread_getname_np(pthread_t thread, char *buf, size_t len);
 pid_t cshim_gettid(void);
 
 /// Wraps `setpriority(PRIO_PROCESS, tid, nice)`: on Linux this sets the nice value of one thread. Syscall-style.
+/// Through the fault seam (`CSHIM_FAULT_SET_PRIORITY`).
 int cshim_setpriority_thread(pid_t tid, int nice_value);
 
 /// Wraps `getpriority(PRIO_PROCESS, tid)`. Syscall-style, but -1 is also a valid nice value: the function clears
@@ -67,8 +113,11 @@ int cshim_pthread_mutex_init(pthread_mutex_t *mutex, int kind);
 /// CLOCK_MONOTONIC deadlines. Pthread-style.
 int cshim_pthread_cond_init_monotonic(pthread_cond_t *cond);
 
+/// Wraps `pthread_cond_wait`. Pthread-style. Through the fault seam (`CSHIM_FAULT_COND_WAIT`).
+int cshim_pthread_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex);
+
 /// Wraps `pthread_cond_timedwait` with an absolute CLOCK_MONOTONIC deadline in nanoseconds.
-/// Pthread-style: 0, ETIMEDOUT, or another error number.
+/// Pthread-style: 0, ETIMEDOUT, or another error number. Through the fault seam (`CSHIM_FAULT_COND_WAIT`).
 int cshim_pthread_cond_timedwait_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline_ns);
 
 /// Wraps `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds. CLOCK_MONOTONIC cannot fail on Linux.
@@ -87,8 +136,13 @@ static inline uint64_t cshim_clock_thread_cputime_ns(void) {
 
 // MARK: - eventfd wakeups and poll
 
-/// Wraps `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`. Syscall-style: the descriptor, or -1 and errno.
-static inline int cshim_eventfd_create(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+/// Wraps `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`. Syscall-style: the descriptor, or -1 and errno. Through the
+/// fault seam (`CSHIM_FAULT_EVENTFD`).
+static inline int cshim_eventfd_create(void) {
+    int fault = cshim_fault(CSHIM_FAULT_EVENTFD);
+    if (fault != 0) { errno = fault; return -1; }
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
 
 /// Wraps `eventfd_write(fd, 1)`: callable from any thread. Syscall-style (EAGAIN means the counter is full,
 /// which still leaves the descriptor readable, so a wakeup is never lost).

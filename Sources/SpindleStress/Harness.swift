@@ -16,6 +16,7 @@ struct StressConfig: Sendable {
     var seed: UInt64
     var jsonPath: String? = nil
     var stallSeconds: Double = 20
+    var faults = false
     let ncpu = spindleActiveProcessorCount()
 }
 
@@ -241,13 +242,14 @@ func runThreads(_ ctx: ScenarioContext, _ count: Int, name: String, timeout: Dur
     let done = try! SpindleSemaphore(value: 0)
     var threads: [SpindleThread] = []
     for i in 0..<count {
-        do {
-            threads.append(try SpindleThread.spawnJoinable(name: "\(name)-\(i)") {
-                body(i)
-                done.signal()
-            })
-        } catch {
-            ctx.violation("thread-spawn", "could not spawn \(name)-\(i): \(error)")
+        let thread = spawnRetrying(name: "\(name)-\(i)") {
+            body(i)
+            done.signal()
+        }
+        if let thread {
+            threads.append(thread)
+        } else {
+            ctx.violation("thread-spawn", "could not spawn \(name)-\(i) in 10 s of tries")
             done.signal()
         }
     }
@@ -299,7 +301,7 @@ enum Watchdog {
     static func setScenario(_ ctx: ScenarioContext?) { current.withLockedValue { $0 = ctx } }
 
     static func start(stallSeconds: Double) {
-        _ = try? SpindleThread.detach(name: "stress-watchdog") {
+        _ = spawnRetrying(name: "stress-watchdog", joinable: false) {
             var lastOps = -1
             var lastName = ""
             var lastChange = nowNs()

@@ -1,3 +1,4 @@
+import Glibc
 import Spindle
 import Synchronization
 
@@ -14,7 +15,7 @@ final class LoopThread: @unchecked Sendable {
     /// Starts the thread; returns nil (and counts a violation) if it could not start or its loop did not come up.
     init?(_ ctx: ScenarioContext, name: String) {
         do {
-            self.thread = try SpindleThread.spawnJoinable(name: name) { [self] in
+            guard let thread = spawnRetrying(name: name, { [self] in
                 self.loop = SpindleRunLoop.current
                 self.tid = SpindleThread.current.threadID
                 let keepAlive = try! SpindleTimer(interval: 3600, repeats: true) { _ in }
@@ -25,7 +26,8 @@ final class LoopThread: @unchecked Sendable {
                 }
                 keepAlive.invalidate()
                 self.exited.signal()
-            }
+            }) else { throw SpindleError.system(function: "pthread_create", errno: EAGAIN) }
+            self.thread = thread
         } catch {
             ctx.violation("thread-stuck", "could not start run-loop thread \(name): \(error)")
             return nil

@@ -111,7 +111,7 @@ enum SuspendScenario {
         let producerSeed = rng.next()
         // The producer: adds short operations until told to stop; parks when asked to pause.
         let producerDone = try! SpindleSemaphore(value: 0)
-        let producer = try! SpindleThread.spawnJoinable(name: "suspend-add") {
+        let producer = try! spawnRetryingOrThrow(name: "suspend-add") {
             var local = SplitMix64(seed: producerSeed)
             while !c.stop.load(ordering: .acquiring) {
                 if c.pause.load(ordering: .acquiring) {

@@ -113,6 +113,7 @@ enum ConcurrentScenario {
         var rng = SplitMix64.derive(ctx.seed, 6)
         var rounds = 0
         var modeCounts = [Int](repeating: 0, count: ConcOp.Mode.allCases.count)
+        var threadStartFailures = 0
         while ctx.running {
             rounds += 1
             let size = min(ctx.opsLeft, rng.int(50...300))
@@ -141,12 +142,20 @@ enum ConcurrentScenario {
             guard ctx.drain(queues, timeout: .seconds(30)) else { break }
             // The queue drains from inside the winning finish(): wait (bounded) for every call to return.
             let settle = SpindleDeadline.after(.seconds(5))
-            while frozen.contains(where: { $0.attemptsDone.load(ordering: .acquiring) < $0.expectedAttempts })
+            while frozen.contains(where: {
+                $0.attemptsDone.load(ordering: .acquiring) < $0.expectedAttempts && !FaultPass.isInjected($0.error)
+            })
                 && !settle.hasPassed { sleepMicros(200) }
             for op in frozen {
                 if !op.isFinished { ctx.violation("not-finished", "op \(op.index) (\(op.mode)): \(op)"); continue }
                 let c = op.completions.load(ordering: .relaxed)
                 if c != 1 { ctx.violation("completion-not-once", "op \(op.index) completion ran \(c) times") }
+                if FaultPass.isInjected(op.error) {
+                    // The fault pass: its thread could not start, so it finished with that error, unrun.
+                    if op.runs.load(ordering: .relaxed) != 0 { ctx.violation("main-not-once", "op \(op.index) ran") }
+                    threadStartFailures += 1
+                    continue
+                }
                 let s = op.finishSuccesses.load(ordering: .relaxed)
                 switch op.mode {
                 case .inMain, .later, .race, .raceCancel:
@@ -168,6 +177,7 @@ enum ConcurrentScenario {
         }
         ctx.drain(queues)
         ctx.figure("rounds", "\(rounds)")
+        if FaultPass.isOn { ctx.figure("thread-start-failed", "\(threadStartFailures)") }
         ctx.figure("peak", zip(widths, slots).map { "w\($0.0)=\($0.1.peak.load(ordering: .relaxed))" }
             .joined(separator: ","))
     }

@@ -129,7 +129,7 @@ enum MisuseScenario {
             }
             // Executing: started by hand on a helper thread, blocked in main.
             let e = GateOp()
-            let starter = try! SpindleThread.spawnJoinable(name: "misuse-start") { try? e.start() }
+            let starter = spawnRetrying(name: "misuse-start") { try? e.start() }!
             let deadline = SpindleDeadline.after(.seconds(5))
             while !e.isExecuting && !deadline.hasPassed { sleepMicros(20) }
             expect(ctx, "addOperation(executing)", { if case .operationExecuting = $0 { true } else { false } },
@@ -170,14 +170,14 @@ enum MisuseScenario {
             expect(ctx, "addExecutionBlock after start", { if case .blockOperationStarted = $0 { true } else { false } },
                    unchanged: { blocks.executionBlocks.count == 1 }) { try blocks.addExecutionBlock {} }
             // Thread join misuse.
-            let t = try! SpindleThread.spawnJoinable(name: "misuse-join") {
+            let t = try! spawnRetryingOrThrow(name: "misuse-join") {
                 expect(ctx, "join() on itself", { if case .joinSelf = $0 { true } else { false } }) {
                     try SpindleThread.current.join()
                 }
             }
             try! t.join()
             expect(ctx, "join() twice", { if case .threadAlreadyJoined = $0 { true } else { false } }) { try t.join() }
-            let detached = try! SpindleThread.detach(name: "misuse-det") {}
+            let detached = spawnRetrying(name: "misuse-det", joinable: false) {}!
             expect(ctx, "join() on a detached thread", { if case .threadNotJoinable = $0 { true } else { false } }) {
                 try detached.join()
             }

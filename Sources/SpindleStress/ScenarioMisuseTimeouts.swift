@@ -152,7 +152,7 @@ extension MisuseScenario {
         let t0 = nowNs()
         let waiter: SpindleThread
         do {
-            waiter = try SpindleThread.spawnJoinable(name: "misuse-wait") {
+            waiter = try spawnRetryingOrThrow(name: "misuse-wait") {
                 let got = rig.wait(target, deadline, duration: duration)
                 result.store(got ? 1 : 0, ordering: .releasing)
                 done.signal()

@@ -117,7 +117,7 @@ final class SelfWaitProbe: SpindleOperation, @unchecked Sendable {
             }, finished: { target.isFinished })
         case .waitHandStarted:
             let target = StressBlockOp { spin(ns: 20_000) }
-            let starter = try SpindleThread.spawnJoinable(name: "selfwait-hand") {
+            let starter = try spawnRetryingOrThrow(name: "selfwait-hand") {
                 sleepMicros(50)
                 try? target.start()
             }

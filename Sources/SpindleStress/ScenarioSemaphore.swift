@@ -176,7 +176,7 @@ enum SemaphoreScenario {
                 let freshQ = ctx.makeQueue("sem-huge", width: 1)
                 let gated = GateOp()
                 try! freshQ.addOperation(gated)
-                let helper = try! SpindleThread.spawnJoinable(name: "sem-huge") {
+                let helper = try! spawnRetryingOrThrow(name: "sem-huge") {
                     sleepMicros(delay)
                     switch target {
                     case 0: s.signal()

@@ -53,6 +53,8 @@ let usage = """
       --threads N         adder/canceller threads (default 4)
       --seed N            seed (decimal or 0x hex; default: random, printed at start)
       --json PATH         also write a JSON report to PATH
+      --faults            the fault pass: thread starts fail (20 %), 1 % spurious condition wakeups, renames and
+                          priority changes fail (30 %), a SIGUSR1 storm without SA_RESTART (see Faults.swift)
       --watchdog SECONDS  stall limit: no progress for this long dumps the live queues, exit 3 (default 20)
       --list              list the scenarios and exit
       --help              this text
@@ -120,6 +122,8 @@ func parseSeed(_ s: String) -> UInt64? {
         case "--watchdog":
             guard let d = Double(v()), d.isFinite, d > 0 else { usageError("--watchdog needs seconds > 0") }
             config.stallSeconds = d
+        case "--faults":
+            config.faults = true
         default:
             usageError("unknown option '\(arg)'")
         }
@@ -166,6 +170,7 @@ let startRss = residentBytes()
 Output.line("spindle-stress: seed \(config.seed)  scenarios \(config.scenarios.joined(separator: ","))  "
     + "duration \(fmt(config.duration)) s each  ops cap \(config.opsCap)  threads \(config.threads)  ncpu \(config.ncpu)")
 Watchdog.start(stallSeconds: config.stallSeconds)
+if config.faults { FaultPass.start(seed: config.seed) }
 
 var results: [ScenarioResult] = []
 for (i, name) in config.scenarios.enumerated() {
@@ -189,6 +194,7 @@ for (i, name) in config.scenarios.enumerated() {
     Output.line("\(name.padding(10)) \(String(r.ops).leftPadding(9)) ops  \(fmt(Double(r.ops) / max(r.seconds, 1e-9), 0).leftPadding(9)) ops/s  "
         + "\(fmt(r.seconds))s  violations \(r.total)")
 }
+let faultSummary = config.faults ? FaultPass.stop() : nil
 let totalSeconds = Double(nowNs() - startNs) / 1e9
 let endRss = residentBytes()
 
@@ -219,6 +225,7 @@ table += "total".padding(11) + String(totalOps).leftPadding(10) + "".leftPadding
     + "\(LiveObjects.operationsCreated.load(ordering: .relaxed)) ops and \(LiveObjects.queuesCreated.load(ordering: .relaxed)) "
     + "queues created, \(LiveObjects.operations.load(ordering: .relaxed)) ops and \(LiveObjects.liveQueues.count) queues alive\n"
 Output.line(table)
+if let faultSummary { Output.line(faultSummary) }
 
 if grand > 0 {
     Output.line("FAILED: \(grand) violation(s). First examples:")

@@ -1,44 +1,61 @@
-/// One armed operation deadline: an entry of `DeadlineTimer.shared`'s heap.
+/// One entry of `DeadlineTimer.shared`'s heap: something to do at `deadline`. Subclasses say what (`fire()`).
 ///
-/// Guards: `deadline` is written only while holding both its operation's lock and the timer's lock (so either
-/// lock suffices to read it); `index` (its heap position, -1 once out of the heap) is under the timer's lock.
-/// `operation` is a strong reference: the entry leaves the heap when the operation finishes or the deadline
-/// fires, so it never keeps a finished operation alive.
-final class DeadlineEntry: @unchecked Sendable {
-    let operation: SpindleOperation
+/// Guards: `deadline` is changed only under the timer's lock (for a `DeadlineEntry`, while also holding its
+/// operation's lock, so either lock suffices to read it there); `index` (its heap position, -1 once out of the
+/// heap) is under the timer's lock. `fire()` is called once, on the timer thread, outside every lock of ours.
+class TimerEntry: @unchecked Sendable {
     @exclusivity(unchecked) var deadline: UInt64
     @exclusivity(unchecked) var index = -1
 
-    init(operation: SpindleOperation, deadline: UInt64) {
-        self.operation = operation
-        self.deadline = deadline
-    }
+    init(deadline: UInt64) { self.deadline = deadline }
+
+    /// What to do when the deadline came (the entry is already out of the heap).
+    func fire() { preconditionFailure("TimerEntry.fire must be overridden") }
 }
 
-/// The process-wide timer that cancels operations whose deadline passed: one detached thread
-/// ("spindle.deadlines"), started on the first deadline ever armed, sleeping on `condition` until the earliest
-/// entry of a binary min-heap. Operations without a deadline never touch it.
+/// An armed operation deadline. `operation` is a strong reference: the entry leaves the heap when the
+/// operation finishes or the deadline fires, so it never keeps a finished operation alive.
+final class DeadlineEntry: TimerEntry, @unchecked Sendable {
+    let operation: SpindleOperation
+
+    init(operation: SpindleOperation, deadline: UInt64) {
+        self.operation = operation
+        super.init(deadline: deadline)
+    }
+
+    override func fire() { self.operation.deadlineFired(self) }
+}
+
+/// The process-wide timer that cancels operations whose deadline passed (and retries a queue's failed thread
+/// start, `QueueCore.SpawnRetry`): one detached thread ("spindle.deadlines"), started on the first entry ever
+/// inserted, sleeping on `condition` until the earliest entry of a binary min-heap. Operations without a deadline
+/// never touch it.
 ///
 /// Guards: `heap`, `started` and every entry's `index` are under `condition`'s mutex (`lock`). Lock order: an
 /// operation's lock → this lock (arming an operation takes both); the timer thread never takes an operation's
-/// lock while holding this one: it pops the due entries, unlocks, then cancels them (`deadlineFired`), so an
-/// overridden `cancel()` (user code) runs on the timer thread outside every lock of ours.
+/// lock while holding this one: it pops the due entries, unlocks, then fires them (`deadlineFired` for a
+/// deadline), so an overridden `cancel()` (user code) runs on the timer thread outside every lock of ours.
 ///
-/// State machine: not started → started (on the first `insert`; forward only). The thread: sleeping (no entry:
+/// State machine: not started → started (on the first `insert` whose thread start succeeds; a failed start
+/// leaves it not started, and the next `insert` tries again; forward only once started). The thread: sleeping (no entry:
 /// untimed wait; else a wait until the earliest deadline) → firing (due entries popped, lock released) →
 /// sleeping. An insert that becomes the new earliest entry signals it so it re-arms its wait.
 final class DeadlineTimer: @unchecked Sendable {
     static let shared = DeadlineTimer()
 
     let condition = SpindleCondition()
-    @exclusivity(unchecked) private var heap: [DeadlineEntry] = []
+    @exclusivity(unchecked) private var heap: [TimerEntry] = []
     @exclusivity(unchecked) private var started = false
 
     /// Entries waiting in the heap (for tests and diagnostics).
     var count: Int { self.condition.withLock { self.heap.count } }
 
-    /// Adds an entry. Caller holds the entry's operation's lock.
-    func insert(_ entry: DeadlineEntry) {
+    /// Adds an entry (for a `DeadlineEntry`, the caller holds its operation's lock). Returns 0, or the error
+    /// number if the timer thread had to be started and could not be: the entry then waits in the heap for the
+    /// next insert, which tries again. The caller reports that (`SpindleDiagnostics`) once it holds no lock.
+    @discardableResult
+    func insert(_ entry: TimerEntry) -> Int32 {
+        var failure: Int32 = 0
         self.condition.lock()
         entry.index = self.heap.count
         self.heap.append(entry)
@@ -49,17 +66,18 @@ final class DeadlineTimer: @unchecked Sendable {
                 try SpindleThread.detach(name: "spindle.deadlines") { [self] in self.run() }
             } catch {
                 self.started = false  // the next insert retries; this entry waits for it
-                writeToStandardError("Spindle: could not start the deadline timer thread: \(error)")
+                if case .system(_, let errno) = error { failure = errno } else { failure = -1 }
             }
         } else if entry.index == 0 {
             self.condition.signal()  // a new earliest deadline: re-arm the sleeping thread's wait
         }
         self.condition.unlock()
+        return failure
     }
 
     /// Moves an entry's deadline earlier (a later one is ignored: the earliest deadline wins). Caller holds the
     /// entry's operation's lock.
-    func advance(_ entry: DeadlineEntry, to deadline: UInt64) {
+    func advance(_ entry: TimerEntry, to deadline: UInt64) {
         self.condition.lock()
         if entry.index >= 0 && deadline < entry.deadline {
             entry.deadline = deadline
@@ -70,7 +88,7 @@ final class DeadlineTimer: @unchecked Sendable {
     }
 
     /// Takes an entry out of the heap (its operation finished); nothing if it already left.
-    func remove(_ entry: DeadlineEntry) {
+    func remove(_ entry: TimerEntry) {
         self.condition.lock()
         if entry.index >= 0 { self.removeAt(entry.index) }
         self.condition.unlock()
@@ -88,13 +106,13 @@ final class DeadlineTimer: @unchecked Sendable {
                 _ = self.condition.wait(until: SpindleDeadline(uptimeNanoseconds: first.deadline))
                 continue
             }
-            var due: [DeadlineEntry] = []
+            var due: [TimerEntry] = []
             while let top = self.heap.first, top.deadline <= now {
                 self.removeAt(0)
                 due.append(top)
             }
             self.condition.unlock()
-            for entry in due { entry.operation.deadlineFired(entry) }
+            for entry in due { entry.fire() }
             due.removeAll()  // operations may be freed here: outside the lock
             self.condition.lock()
         }

@@ -19,6 +19,7 @@ extension SpindleOperation {
     public final func cancel(at deadline: SpindleDeadline) {
         guard deadline != .distantFuture else { return }
         let now = deadline.hasPassed
+        var timerFailure: Int32 = 0
         let cancelNow = self.withLocked { l -> Bool in
             let s = self.currentState
             guard s.lifecycle < .finishing, !s.isCancelled else { return false }
@@ -28,10 +29,11 @@ extension SpindleOperation {
             } else {
                 let entry = DeadlineEntry(operation: self, deadline: deadline.uptimeNanoseconds)
                 l.deadlineEntry = entry
-                DeadlineTimer.shared.insert(entry)
+                timerFailure = DeadlineTimer.shared.insert(entry)
             }
             return false
         }
+        if timerFailure != 0 { SpindleDiagnostics.report(.deadlineTimerFailedToStart(errno: timerFailure)) }
         if cancelNow { self.cancel(for: .deadlineExpired) }
     }
 

@@ -39,7 +39,7 @@ public final class SpindleCondition: @unchecked Sendable {
     /// Waits for a signal. The caller holds the mutex; it is released while waiting and held again on return.
     /// May return spuriously: loop on your predicate.
     @inlinable public func wait() {
-        checkPthread(pthread_cond_wait(self.cond, self.mutex.raw), "pthread_cond_wait")
+        checkPthread(cshim_pthread_cond_wait(self.cond, self.mutex.raw), "pthread_cond_wait")
     }
 
     /// Waits for a signal or the deadline. The caller holds the mutex. Returns false when the deadline passed

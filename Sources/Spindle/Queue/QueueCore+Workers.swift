@@ -73,33 +73,12 @@ extension QueueCore {
         if plan.performOnRunLoop { self.perform(.performOnRunLoop) }
     }
 
-    private func spawnWorker(_ index: Int) {
-        do {
-            let thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }
-            let lateForShutdown = self.lock.withLock { () -> Bool in
-                self.idle.threadStarted(thread)
-                self.publishIdleLocked()
-                return self.shuttingDown
-            }
-            // Shutdown ran while this thread was being created and did not see it: join it here.
-            if lateForShutdown { try? thread.join() }
-        } catch {
-            // Out of threads: give the reservation back; existing workers keep going (at least one exists
-            // unless this was the first, and then the next event retries).
-            self.lock.withLock {
-                self.idle.threadFailedToStart()
-                self.publishIdleLocked()
-            }
-            writeToStandardError("Spindle: queue '\(self.name)' could not start a worker thread: \(error)")
-        }
-    }
-
     /// The worker's life (see the states above). "Do not rename": profilers match on it.
     ///
     /// References to operations are dropped outside the lock: releasing one may free user objects (and even this
     /// queue's handle), which must never happen under our lock. The operation being run is held through the
     /// queue's own reference, handed over by `takeNextLocked` (see `QueueCore`, "References").
-    private func workerLoop() {
+    func workerLoop() {
         let context = ThreadContext.current
         context.workerOf = self
         let reservation = Reservation()

@@ -83,8 +83,21 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// With `waitUntilFinished`, returns once these operations (not the whole queue) have finished. On a bounded
     /// queue the whole batch waits for room, is refused, or runs on the caller (see `fullQueuePolicy`).
     /// - Throws: as `addOperation`, `duplicateInBatch`, `batchExceedsCapacity` (a bounded queue smaller than the
-    ///   batch), or `waitOnSelf` when waiting from one of these operations.
+    ///   batch), or `waitOnSelf` when waiting from one of these operations; `waitOnOwnQueue` (nothing added) when
+    ///   an operation running on this queue asks to wait and the wait could never end: every slot would be held by
+    ///   operations waiting like this (width 1, or all but this one already wait so).
     public func addOperations(_ operations: [SpindleOperation], waitUntilFinished: Bool = false) throws(SpindleError) {
+        // A member waiting for a batch in its own queue holds its slot meanwhile: refuse the wait nobody could end.
+        if waitUntilFinished && ThreadContext.current.queue === self {
+            guard self.core.beginBatchWait() else { throw .waitOnOwnQueue(name: self.name) }
+            defer { self.core.endBatchWait() }
+            try self.addOperationsUnchecked(operations, waitUntilFinished: true)
+            return
+        }
+        try self.addOperationsUnchecked(operations, waitUntilFinished: waitUntilFinished)
+    }
+
+    private func addOperationsUnchecked(_ operations: [SpindleOperation], waitUntilFinished: Bool) throws(SpindleError) {
         if self.core.boundedHint.isBounded {
             try self.addBounded(operations, waitUntil: nil)
             if waitUntilFinished {

@@ -6,7 +6,9 @@ import Synchronization
 /// CFRunLoop uses on Linux, waited on with poll(2) together with the descriptors of the mode being run.
 ///
 /// Guards and confinement:
-/// - `descriptor` is created in `init` and closed in `deinit`; it never changes in between.
+/// - `descriptor` (an atomic) is opened in `init`, or, if that failed (EMFILE: out of descriptors), by the owner
+///   in `open()` before each run, which throws the error instead; once open it never changes until `deinit`
+///   closes it. -1 → fd, forward only, by the owner (or `init`).
 /// - `signal()` may be called from any thread, any number of times (the kernel counter coalesces them).
 /// - `drain()` and `wait(...)` are called only by the thread that owns the run loop.
 /// - `seenAtDrain` and `spinPolicy` are plain stored properties of the owner thread (read and written only in
@@ -15,7 +17,11 @@ import Synchronization
 ///
 /// State machine of the counter: zero (the loop may sleep) → non-zero after any `signal()` (the descriptor is
 /// readable: a poll returns at once) → zero again after `drain()`. Because the owner drains *before* it looks
-/// for work and every producer publishes its work *before* signalling, a wakeup can never be lost.
+/// for work and every producer publishes its work *before* signalling, a wakeup can never be lost. While the
+/// descriptor is not open yet, `signal()` only counts (there is nothing to write to, and no run is waiting); the
+/// owner's store of the descriptor and a signaller's count are a Dekker pair (both sequentially consistent):
+/// either the signaller sees the descriptor and writes, or the owner's next `drain()` sees the count, and the
+/// owner looks for work after draining.
 ///
 /// Spinning: `signals` (atomic) counts `signal()` calls; `seenAtDrain` (owner only) is its value at the last drain.
 /// Before sleeping with no descriptors to watch, the owner polls `signals` for `spinPolicy.budgetNanos` (0 or
@@ -37,8 +43,8 @@ import Synchronization
 /// the policy only: a signal racing with the owner going idle may go unstamped, and the owner then uses the time
 /// it noticed the signal.
 final class RunLoopWakeup: @unchecked Sendable {
-    /// The eventfd. Immutable after `init`.
-    let descriptor: Int32
+    /// The eventfd, or -1 until one could be opened (see above).
+    private let descriptorStorage = Atomic<Int32>(-1)
     /// How many times `signal()` was called (a hint for the owner's spin).
     let signals = Atomic<UInt>(0)
     /// When the first signal of the owner's current wait came (monotonic ns), or `notIdle`/`idleUnstamped`.
@@ -53,22 +59,27 @@ final class RunLoopWakeup: @unchecked Sendable {
     /// `firstSignalAt` while the owner waits and no signal has stamped it yet.
     static let idleUnstamped: UInt64 = .max
 
-    /// Opens the eventfd. Traps if the process is out of descriptors (a run loop cannot work without one).
-    init() {
-        let fd: Int32
-        do {
-            fd = try retryingOnEINTR("eventfd") { cshim_eventfd_create() }
-        } catch {
-            preconditionFailure("SpindleRunLoop: cannot create its wakeup eventfd: \(error)")
-        }
-        self.descriptor = fd
-    }
+    /// Opens the eventfd if it can; if the process is out of descriptors, the loop's first run throws instead.
+    init() { try? self.open() }
 
     deinit {
         // close(2) is not retried on EINTR: on Linux the descriptor is released even then, and retrying could
         // close a descriptor another thread just opened.
-        let result = cshim_close(self.descriptor)
+        let fd = self.descriptorStorage.load(ordering: .relaxed)
+        guard fd >= 0 else { return }
+        let result = cshim_close(fd)
         precondition(result == 0 || cshim_errno() == EINTR, "close(eventfd) failed with error \(cshim_errno())")
+    }
+
+    /// The open descriptor. Owner thread only, after `open()` succeeded.
+    private var descriptor: Int32 { self.descriptorStorage.load(ordering: .relaxed) }
+
+    /// Opens the eventfd unless it is open. Owner thread only (and `init`); a run calls it before anything else.
+    /// - Throws: `SpindleError.system(function: "eventfd", ...)` (EMFILE, ENFILE, ENOMEM); nothing is left open.
+    func open() throws(SpindleError) {
+        if self.descriptorStorage.load(ordering: .relaxed) >= 0 { return }
+        let fd = try retryingOnEINTR("eventfd") { cshim_eventfd_create() }
+        self.descriptorStorage.store(fd, ordering: .sequentiallyConsistent)
     }
 
     /// Makes the descriptor readable, so the owner's poll returns. Any thread.
@@ -77,9 +88,11 @@ final class RunLoopWakeup: @unchecked Sendable {
             _ = self.firstSignalAt.compareExchange(
                 expected: RunLoopWakeup.idleUnstamped, desired: cshim_clock_monotonic_ns(), ordering: .relaxed)
         }
-        self.signals.add(1, ordering: .releasing)
+        self.signals.add(1, ordering: .sequentiallyConsistent)
+        let fd = self.descriptorStorage.load(ordering: .sequentiallyConsistent)
+        guard fd >= 0 else { return }  // not open: the owner's drain sees the count (see above)
         do {
-            _ = try retryingOnEINTR("eventfd_write") { cshim_eventfd_signal(self.descriptor) }
+            _ = try retryingOnEINTR("eventfd_write") { cshim_eventfd_signal(fd) }
         } catch {
             // EAGAIN: the counter is full, so the descriptor is already readable; the wakeup is not lost.
             guard case .system(_, let err) = error, err == EAGAIN else {
@@ -90,7 +103,7 @@ final class RunLoopWakeup: @unchecked Sendable {
 
     /// Resets the counter to zero. Owner thread only.
     func drain() {
-        self.seenAtDrain = self.signals.load(ordering: .acquiring)
+        self.seenAtDrain = self.signals.load(ordering: .sequentiallyConsistent)
         var value: UInt64 = 0
         do {
             _ = try retryingOnEINTR("eventfd_read") { cshim_eventfd_drain(self.descriptor, &value) }

@@ -25,16 +25,18 @@ extension SpindleRunLoop {
 
     /// Runs the default mode until `stop()` is called or it has no sources, timers or performs left.
     /// Owning thread only.
-    /// - Throws: `SpindleError.runLoopNotOwned` from any other thread.
+    /// - Throws: `SpindleError.runLoopNotOwned` from any other thread; `SpindleError.system` ("eventfd") if the
+    ///   loop's wakeup descriptor cannot be opened (the process is out of descriptors; a later run tries again).
     public func run() throws(SpindleError) {
         try self.run(until: .distantFuture)
     }
 
     /// Runs `mode` until `deadline`, `stop()`, or until it has no sources, timers or performs left, handling as
     /// many events as come. A past deadline still fires due timers and runs ready work once. Owning thread only.
-    /// - Throws: `SpindleError.runLoopNotOwned` from any other thread.
+    /// - Throws: `SpindleError.runLoopNotOwned` from any other thread; `SpindleError.system` ("eventfd") if the
+    ///   loop's wakeup descriptor cannot be opened (the process is out of descriptors; a later run tries again).
     public func run(until deadline: SpindleDeadline, mode: Mode = .default) throws(SpindleError) {
-        try self.checkOwner()
+        try self.prepareToRun()
         self.enter(mode)
         defer { self.leave() }
         while true {
@@ -50,10 +52,11 @@ extension SpindleRunLoop {
     /// not end the call. Owning thread only.
     /// - Returns: whether an input source was handled. False at once when the mode has no sources, timers or
     ///   performs, when a `stop()` is pending, and when the deadline passed first.
-    /// - Throws: `SpindleError.runLoopNotOwned` from any other thread.
+    /// - Throws: `SpindleError.runLoopNotOwned` from any other thread; `SpindleError.system` ("eventfd") if the
+    ///   loop's wakeup descriptor cannot be opened (the process is out of descriptors; a later run tries again).
     @discardableResult
     public func runOnce(mode: Mode = .default, before deadline: SpindleDeadline) throws(SpindleError) -> Bool {
-        try self.checkOwner()
+        try self.prepareToRun()
         self.enter(mode)
         defer { self.leave() }
         return self.runPasses(mode: mode, until: deadline) == .handled
@@ -65,11 +68,12 @@ extension SpindleRunLoop {
     /// `SpindleRunLoop.current`, start the work, and run until the callback (or `cancel` from another thread)
     /// invalidates the port. Owning thread only.
     /// - Returns: whether the port's invalidation completed.
-    /// - Throws: `SpindleError.runLoopNotOwned` from any other thread.
+    /// - Throws: `SpindleError.runLoopNotOwned` from any other thread; `SpindleError.system` ("eventfd") if the
+    ///   loop's wakeup descriptor cannot be opened (the process is out of descriptors; a later run tries again).
     @discardableResult
     public func run<Message>(untilInvalidated port: SpindlePort<Message>, mode: Mode = .default,
                              before deadline: SpindleDeadline = .distantFuture) throws(SpindleError) -> Bool {
-        try self.checkOwner()
+        try self.prepareToRun()
         self.enter(mode)
         defer { self.leave() }
         while !port.isRetired {

@@ -68,6 +68,13 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
         guard self.isOwnedByCurrentThread else { throw .runLoopNotOwned }
     }
 
+    /// Before a run: the caller owns the loop, and its wakeup descriptor is open (opened now if the loop was
+    /// made while the process was out of descriptors).
+    func prepareToRun() throws(SpindleError) {
+        try self.checkOwner()
+        try self.wakeup.open()
+    }
+
     /// The loop and whether it is the main one. Any thread.
     public var description: String {
         "SpindleRunLoop(\(self.isMainLoop ? "main" : "thread"), mode: \(self.currentMode?.name ?? "none"))"

@@ -125,6 +125,7 @@ final class BlockHelperPool: @unchecked Sendable {
             // Out of threads: the threads already taking part in `run` run its blocks.
             helper.first = nil
             self.mutex.withLock { self.live -= 1 }
+            if case .system(_, let errno) = error { SpindleDiagnostics.report(.blockHelperSpawnFailed(errno: errno)) }
         }
     }
 

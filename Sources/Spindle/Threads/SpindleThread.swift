@@ -23,8 +23,8 @@ import Synchronization
 ///
 /// Lifetime: a spawned thread keeps its `SpindleThread` alive until it exits (its `ThreadContext`, released at
 /// thread exit, holds it: it is its `current`). A joinable thread must be joined; one released without `join()`
-/// is reported on standard error, counted in `unjoinedReleaseCount`, and detached so that its resources are freed
-/// anyway.
+/// is reported to `SpindleDiagnostics` (`.threadReleasedWithoutJoin`), counted in `unjoinedReleaseCount`, and
+/// detached so that its resources are freed anyway.
 public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     private enum Lifecycle: UInt8 { case created = 0, running = 1, exited = 2 }
     private enum JoinState: UInt8 { case joinable = 0, joined = 1, detached = 2 }
@@ -68,7 +68,7 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// Whether the calling thread is the process's main thread.
     public static var isMainThread: Bool { cshim_gettid() == getpid() }
 
-    /// Joinable threads released without `join()` (each also printed on standard error).
+    /// Joinable threads released without `join()` (each also reported to `SpindleDiagnostics`).
     public static var unjoinedReleaseCount: Int { unjoinedReleases.load(ordering: .relaxed) }
     private static let unjoinedReleases = Atomic<Int>(0)
 
@@ -109,9 +109,8 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         let handle = self.handleStorage.load(ordering: .acquiring)
         if self.joinState.load(ordering: .acquiring) == JoinState.joinable.rawValue, handle != 0 {
             SpindleThread.unjoinedReleases.add(1, ordering: .relaxed)
-            let name = self.name
-            writeToStandardError("Spindle: joinable thread '\(name)' released without join(); detaching it")
             _ = pthread_detach(pthread_t(handle))
+            SpindleDiagnostics.report(.threadReleasedWithoutJoin(name: self.name))
         }
     }
 

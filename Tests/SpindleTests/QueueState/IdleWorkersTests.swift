@@ -15,7 +15,7 @@ import Testing
                 Issue.record("expected a spawn")
                 return idle
             }
-            idle.threadStarted(SpindleThread.current)
+            _ = idle.threadStarted(SpindleThread.current)
         }
         for _ in 0..<parked { idle.parking() }
         #expect(idle.check())
@@ -32,10 +32,44 @@ import Testing
         // More work than the width: never past it.
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 10, limit: 4) == .spawn(3))
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 10, limit: 4) == .none)
-        // One fails to start: its place is free again and the next decision reuses its number.
-        idle.threadFailedToStart()
+        // One fails to start: its place is free again, but no event starts a thread until the retry runs; the
+        // retry reuses its number.
+        #expect(idle.threadFailedToStart() == 1_000_000)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 10, limit: 4) == .none)
+        idle.retryStarted()
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 10, limit: 4) == .spawn(3))
         #expect(idle.check())
+    }
+
+    @Test func aFailedStartHandsWorkToParkedWorkersAndHoldsBackSpawnsUntilTheRetry() {
+        var idle = self.pool(started: 1, parked: 1)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .signal)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .spawn(1))
+        _ = idle.threadFailedToStart()
+        // Adders are told no thread may be added (they leave the work in the inbox for the retry) ...
+        #expect(idle.hintWord(limit: 4) & IdleHints.canSpawnBit == 0)
+        // ... and a parked worker still takes work at once.
+        idle.unparked()
+        idle.parking()
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .signal)
+        idle.retryNotScheduled()  // the timer could not take the retry: events start threads again
+        #expect(idle.hintWord(limit: 4) & IdleHints.canSpawnBit != 0)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .spawn(1))
+        #expect(idle.check())
+    }
+
+    @Test func theRetryBackoffDoublesFromOneMillisecondToOneSecondAndResetsOnSuccess() {
+        #expect((1...12).map { IdleWorkers.retryDelay(afterFailures: $0) / 1_000_000 }
+            == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 1000])
+        var idle = IdleWorkers(servedByRunLoop: false)
+        for expected: UInt64 in [1, 2, 4] {
+            #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 1, limit: 1) == .spawn(0))
+            #expect(idle.threadFailedToStart() == expected * 1_000_000)
+            idle.retryStarted()
+        }
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 1, limit: 1) == .spawn(0))
+        #expect(idle.threadStarted(SpindleThread.current) == 3)  // three failures in a row ended
+        #expect(idle.spawnFailures == 0 && !idle.retryPending && idle.check())
     }
 
     @Test func twoParkedAndThreeRunnableSignalTwiceThenStartAThread() {

@@ -106,9 +106,10 @@ import Testing
                     wanted: model.slots.running + model.readyCount, limit: model.slots.limit)
                 if case .spawn(let index) = action {
                     if index >= threads || rng.below(10) == 0 {
-                        model.idle.threadFailedToStart()
+                        _ = model.idle.threadFailedToStart()
+                        if rng.below(2) == 0 { model.idle.retryStarted() } else { model.idle.retryNotScheduled() }
                     } else {
-                        model.idle.threadStarted(SpindleThread.current)
+                        _ = model.idle.threadStarted(SpindleThread.current)
                     }
                 }
             case 94..<97:

@@ -5,9 +5,10 @@
 /// Fields (all under `QueueCore.lock`): `running`, operations dispatched and not finished (a concurrent operation
 /// keeps its slot until it finishes; a worker's reserved batch shares its one slot); `limit`, the width in force
 /// (`requestedLimit` resolved: the default sentinel means the CPU count); `requestedLimit`, as set by the user;
-/// `suspended`.
+/// `suspended`; `heldByBatchWaiters`, operations of this queue blocked in `addOperations(_:waitUntilFinished: true)`
+/// into this same queue (each holds its slot while it waits).
 ///
-/// Invariants (`check()`): `running >= 0`, `limit >= 0`. `running` may exceed `limit` after the width is lowered
+/// Invariants (`check()`): `running >= 0`, `limit >= 0`, `0 <= heldByBatchWaiters <= running`. `running` may exceed `limit` after the width is lowered
 /// (running operations are never stopped); nothing more is dispatched until it is below again.
 /// No state machine beyond the counts: `take` (a dispatch) and `free` (a finish) move `running`; the user's
 /// setters move the rest.
@@ -16,6 +17,7 @@ struct DispatchSlots {
     private(set) var limit: Int
     private(set) var requestedLimit: Int
     private(set) var suspended = false
+    private(set) var heldByBatchWaiters = 0
 
     init(requested: Int, resolved: Int) {
         self.requestedLimit = requested
@@ -54,6 +56,21 @@ struct DispatchSlots {
 
     mutating func setSuspended(_ suspended: Bool) { self.suspended = suspended }
 
+    /// An operation running on this queue wants to block its slot until a batch it adds here finishes. Refused
+    /// (false) when every slot would then be held by such waiters: nothing could run the batch, a deadlock.
+    /// Otherwise counts the waiter. (A width lowered later, or a suspension, can still stall such a wait, as it
+    /// stalls any wait on a queue that does not run.)
+    mutating func beginBatchWait() -> Bool {
+        guard self.heldByBatchWaiters + 1 < self.limit else { return false }
+        self.heldByBatchWaiters += 1
+        return true
+    }
+
+    /// A waiter counted by `beginBatchWait` stopped waiting.
+    mutating func endBatchWait() { self.heldByBatchWaiters -= 1 }
+
     /// The invariants above.
-    func check() -> Bool { self.running >= 0 && self.limit >= 0 }
+    func check() -> Bool {
+        self.running >= 0 && self.limit >= 0 && self.heldByBatchWaiters >= 0 && self.heldByBatchWaiters <= self.running
+    }
 }

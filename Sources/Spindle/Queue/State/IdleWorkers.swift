@@ -10,7 +10,11 @@
 ///   consumed;
 /// - `spinning`: a worker is polling for work without the lock (at most one);
 /// - `performPending`: a run-loop-served queue has a dispatching perform scheduled on its loop (at most one);
-/// - `lastSignalAt`: when the last signal was decided (see there).
+/// - `lastSignalAt`: when the last signal was decided (see there);
+/// - `spawnFailures`: thread starts failed in a row (0 after one succeeds); `retryPending`: after a failure, a
+///   retry is scheduled on the process timer (`QueueCore.SpawnRetry`), and until it runs no event starts a thread
+///   (so a process out of threads is not hammered with `pthread_create` on every add; the retry's backoff
+///   doubles from 1 ms to 1 s).
 ///
 /// Invariants (`check()`, asserted in debug builds after every change):
 /// `0 <= wakeupsInFlight <= parked`, `parked + (spinning ? 1 : 0) <= threads.count + starting`, `starting >= 0`;
@@ -20,7 +24,8 @@
 /// BUSY → SPINNING (`beginSpin`, only if nobody spins) → BUSY (work seen) or PARKED;
 /// BUSY → PARKED (`parking`) → BUSY (`unparked`, after a signal, a spurious wakeup, or shutdown).
 /// A thread is STARTING (`wakeOrSpawn` returned `.spawn`, by any thread) → BUSY (`threadStarted`) or gone
-/// (`threadFailedToStart`).
+/// (`threadFailedToStart`, which sets `retryPending`; `retryStarted` clears it when the retry runs, or
+/// `retryNotScheduled` if the timer could not take it, and then the next event starts a thread).
 struct IdleWorkers {
     /// What to do after unlocking so that one more operation runs. `spawn` carries the new thread's index, which
     /// names it (`spindle.wN`).
@@ -56,6 +61,8 @@ struct IdleWorkers {
     /// parked worker, which the woken worker reports to its `SpinPolicy` instead of the moment it got to run
     /// (that includes the wake's own latency, which a spin would not have paid).
     var lastSignalAt: UInt64 = 0
+    private(set) var spawnFailures = 0
+    private(set) var retryPending = false
     /// The queue is served by a run loop instead of a pool (immutable).
     let servedByRunLoop: Bool
 
@@ -80,24 +87,45 @@ struct IdleWorkers {
             return .signal
         }
         let count = self.threadCount
-        if count < limit && count < wanted {
+        if count < limit && count < wanted && !self.retryPending {
             self.starting += 1  // reserved now, so concurrent decisions do not overshoot
             return .spawn(count)
         }
         return .none
     }
 
-    /// A thread from `.spawn` is running (it fills its reserved place).
-    mutating func threadStarted(_ thread: SpindleThread) {
+    /// A thread from `.spawn` is running (it fills its reserved place). Returns the failures in a row that it
+    /// ends (0 if the last start did not fail), for the caller to report.
+    mutating func threadStarted(_ thread: SpindleThread) -> Int {
         precondition(self.starting > 0, "IdleWorkers: a thread started that nobody reserved")
         self.starting -= 1
         self.threads.append(thread)
+        let failures = self.spawnFailures
+        self.spawnFailures = 0
+        return failures
     }
 
-    /// A thread from `.spawn` could not be created: its place is free again.
-    mutating func threadFailedToStart() {
+    /// A thread from `.spawn` could not be created: its place is free again, and no event starts a thread until
+    /// the retry runs. Returns how long the caller should wait before retrying (1 ms, doubling with each failure
+    /// in a row, at most 1 s); the caller schedules it, or calls `retryNotScheduled`.
+    mutating func threadFailedToStart() -> UInt64 {
         precondition(self.starting > 0, "IdleWorkers: a thread failed that nobody reserved")
         self.starting -= 1
+        self.spawnFailures += 1
+        self.retryPending = true
+        return IdleWorkers.retryDelay(afterFailures: self.spawnFailures)
+    }
+
+    /// The scheduled retry runs now: events may start threads again.
+    mutating func retryStarted() { self.retryPending = false }
+
+    /// The retry could not be scheduled (the timer thread did not start): events start threads again at once.
+    mutating func retryNotScheduled() { self.retryPending = false }
+
+    /// The wait before retrying after `failures` failed starts in a row: 1 ms doubled each time, at most 1 s.
+    static func retryDelay(afterFailures failures: Int) -> UInt64 {
+        let shift = UInt64(min(max(failures - 1, 0), 10))
+        return min(1_000_000 << shift, 1_000_000_000)
     }
 
     /// A worker wants to spin; returns false if another one already does (then it parks instead).
@@ -137,7 +165,7 @@ struct IdleWorkers {
         var word: UInt8 = 0
         if self.spinning { word |= IdleHints.spinningBit }
         if self.parked > self.wakeupsInFlight { word |= IdleHints.parkedBit }
-        if !self.servedByRunLoop && self.threadCount < limit { word |= IdleHints.canSpawnBit }
+        if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }
         return word
     }
 

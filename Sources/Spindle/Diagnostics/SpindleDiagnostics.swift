@@ -1,0 +1,74 @@
+import Synchronization
+
+/// Something Spindle met that its caller could not be told through a return value or an error: a thread that
+/// could not be started for a queue, a joinable thread released without `join()`, the deadline timer failing
+/// to start. Delivered to the handler set with `SpindleDiagnostics.setHandler`.
+public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible {
+    /// A queue could not start a worker thread (`pthread_create` failed with `errno`). Its ready operations
+    /// were handed to an idle worker if there was one; otherwise the queue tries again after `retryNanoseconds`
+    /// (or at its next event, whichever comes first). The wait doubles on each failure in a row, from 1 ms up to
+    /// 1 s.
+    case workerSpawnFailed(queue: String, errno: Int32, retryNanoseconds: UInt64)
+    /// A queue started a worker thread again after `failures` failed attempts in a row.
+    case workerSpawnRecovered(queue: String, failures: Int)
+    /// A block operation could not start a helper thread for its extra blocks (`errno`); the threads already
+    /// taking part ran them instead (fewer at once, none lost).
+    case blockHelperSpawnFailed(errno: Int32)
+    /// A joinable `SpindleThread` was released without `join()`; Spindle detached it so its resources are freed.
+    case threadReleasedWithoutJoin(name: String)
+    /// The process-wide deadline timer thread could not start (`errno`): armed deadlines and spawn retries wait
+    /// until the next one is armed, which tries again.
+    case deadlineTimerFailedToStart(errno: Int32)
+
+    /// One line, for a log.
+    public var description: String {
+        switch self {
+        case .workerSpawnFailed(let queue, let errno, let retry):
+            "queue '\(queue)' could not start a worker thread (errno \(errno)); retrying in \(retry / 1_000_000) ms"
+        case .workerSpawnRecovered(let queue, let failures):
+            "queue '\(queue)' started a worker thread after \(failures) failed attempts"
+        case .blockHelperSpawnFailed(let errno):
+            "a block operation could not start a helper thread (errno \(errno)); its blocks ran on fewer threads"
+        case .threadReleasedWithoutJoin(let name):
+            "joinable thread '\(name)' released without join(); detached it"
+        case .deadlineTimerFailedToStart(let errno):
+            "the deadline timer thread could not start (errno \(errno)); the next deadline armed tries again"
+        }
+    }
+}
+
+/// Where Spindle reports `SpindleDiagnosticEvent`s. Spindle never writes to standard error or standard output
+/// itself: with no handler set (the default), events are only counted (`eventCount`); a service routes them to
+/// its logger with `setHandler`.
+///
+/// The handler is called on the thread where the event happened, never while a lock of Spindle's is held, and
+/// may be called from several threads at once. It must not block for long (it may run on a queue's worker).
+///
+/// State: `handler` is under `lock` (a leaf lock: nothing else is taken while holding it; the handler is read
+/// under it and called after unlocking). `count` is an atomic.
+public enum SpindleDiagnostics {
+    private static let lock = SpindleLockedValue<(@Sendable (SpindleDiagnosticEvent) -> Void)?>(nil)
+    private static let count = Atomic<Int>(0)
+
+    /// Sets the process-wide handler (nil: events are only counted). Returns the previous one.
+    @discardableResult
+    public static func setHandler(
+        _ handler: (@Sendable (SpindleDiagnosticEvent) -> Void)?
+    ) -> (@Sendable (SpindleDiagnosticEvent) -> Void)? {
+        self.lock.withLockedValue { current in
+            let previous = current
+            current = handler
+            return previous
+        }
+    }
+
+    /// Events reported since the process started, handled or not.
+    public static var eventCount: Int { self.count.load(ordering: .relaxed) }
+
+    /// Reports `event`. Callers hold no lock of ours.
+    static func report(_ event: SpindleDiagnosticEvent) {
+        self.count.wrappingAdd(1, ordering: .relaxed)
+        let handler = self.lock.withLockedValue { $0 }
+        handler?(event)
+    }
+}

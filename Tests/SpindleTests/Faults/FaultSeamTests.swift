@@ -1,0 +1,213 @@
+import Glibc
+import Testing
+
+@_spi(Faults) @testable import Spindle
+
+/// Every failure path that the fault seam reaches, made to fail on purpose. Each test faults only its own
+/// thread's calls (`onlyOnThisThread`), since other suites run in the same process at the same time, and the suite
+/// is serialized because the seam's schedules and the diagnostics handler are process-wide.
+@Suite(.serialized) struct FaultSeamTests {
+    /// Collects the diagnostics events of one test (the handler is process-wide: filter by what the test made).
+    final class EventLog: @unchecked Sendable {
+        private let lock = SpindleMutex()
+        private var events: [SpindleDiagnosticEvent] = []
+        func append(_ event: SpindleDiagnosticEvent) { self.lock.withLock { self.events.append(event) } }
+        var all: [SpindleDiagnosticEvent] { self.lock.withLock { self.events } }
+    }
+
+    /// Runs `body` with the seam reset before and after, and the diagnostics handler collecting into a log.
+    private func withFaults(_ body: (EventLog) throws -> Void) rethrows {
+        SpindleFaults.reset()
+        let log = EventLog()
+        let previous = SpindleDiagnostics.setHandler { log.append($0) }
+        defer {
+            SpindleFaults.reset()
+            SpindleDiagnostics.setHandler(previous)
+        }
+        try body(log)
+    }
+
+    // MARK: - Queue workers
+
+    @Test func aQueuesFirstWorkerThatCannotStartIsRetriedAndTheOperationRuns() throws {
+        try self.withFaults { log in
+            let queue = try SpindleOperationQueue(name: "faults.first", maxConcurrentOperationCount: 1)
+            let ran = OracleSemaphore()
+            SpindleFaults.inject(.threadCreate, .next(1), onlyOnThisThread: true)
+            queue.addOperation { ran.post() }  // this add's thread start fails; nothing else will happen
+            let ranInTime = ran.wait()
+            #expect(ranInTime, "the operation never ran: stranded after the failed thread start")
+            if !ranInTime { queue.addOperation {} }  // another event starts a thread: do not hang the suite
+            #expect(SpindleFaults.injected(.threadCreate) == 1)
+            try queue.waitUntilAllOperationsAreFinished()
+            let mine = log.all.filter {
+                switch $0 {
+                case .workerSpawnFailed(let q, _, _), .workerSpawnRecovered(let q, _): q == "faults.first"
+                default: false
+                }
+            }
+            #expect(mine == [
+                .workerSpawnFailed(queue: "faults.first", errno: EAGAIN, retryNanoseconds: 1_000_000),
+                .workerSpawnRecovered(queue: "faults.first", failures: 1),
+            ])
+        }
+    }
+
+    @Test func aFreeSlotRunsAReadyOperationWhileTheOtherWorkerNeverFinishesAndItsThreadFailedToStart() throws {
+        try self.withFaults { _ in
+            let queue = try SpindleOperationQueue(name: "faults.later", maxConcurrentOperationCount: 2)
+            let started = OracleSemaphore(), gate = OracleSemaphore(), second = OracleSemaphore()
+            queue.addOperation {
+                started.post()
+                _ = gate.wait(seconds: 60)  // holds its slot until the test lets it go
+            }
+            #expect(started.wait())
+            // The second slot needs a second thread; its start fails. The first worker is busy and will not come
+            // back until the second operation has run, so only the retry can run it.
+            SpindleFaults.inject(.threadCreate, .next(1), onlyOnThisThread: true)
+            queue.addOperation { second.post() }
+            let ranWhileBlocked = second.wait()
+            gate.post()
+            #expect(ranWhileBlocked, "a ready operation waited for an unrelated operation to finish")
+            #expect(SpindleFaults.injected(.threadCreate) == 1)
+            try queue.waitUntilAllOperationsAreFinished()
+        }
+    }
+
+    // MARK: - Threads of operations
+
+    @Test func aConcurrentOperationWhoseThreadCannotStartFinishesWithTheError() throws {
+        self.withFaults { _ in
+            final class Op: SpindleConcurrentOperation, @unchecked Sendable {
+                override func main() throws { Issue.record("main ran without a thread") }
+            }
+            let op = Op()
+            let completed = OracleSemaphore()
+            op.completionBlock = { completed.post() }
+            SpindleFaults.inject(.threadCreate, .next(1), onlyOnThisThread: true)
+            expectSpindleError(.system(function: "pthread_create", errno: EAGAIN)) { try op.start() }
+            #expect(op.isFinished && !op.isExecuting)
+            #expect(completed.wait())
+        }
+    }
+
+    @Test func aBlockOperationWhoseHelpersCannotStartRunsEveryBlockOnTheThreadsItHas() throws {
+        try self.withFaults { _ in
+            let counter = SpindleLockedValue(0)
+            let op = SpindleBlockOperation { counter.withLockedValue { $0 += 1 } }
+            for _ in 0..<15 { try op.addExecutionBlock { counter.withLockedValue { $0 += 1 } } }
+            SpindleFaults.inject(.threadCreate, .always, onlyOnThisThread: true)
+            try op.start()  // on this thread: any helper it must start fails
+            #expect(op.isFinished)
+            #expect(counter.withLockedValue { $0 } == 16)
+        }
+    }
+
+    @Test func aThreadThatCannotBeCreatedThrowsAndReleasesItsBody() throws {
+        try self.withFaults { _ in
+            let released = OracleSemaphore()
+            SpindleFaults.inject(.threadCreate, .next(1), onlyOnThisThread: true)
+            do {
+                let sentinel = ReleaseSentinel(released)
+                expectSpindleError(.system(function: "pthread_create", errno: EAGAIN)) {
+                    try SpindleThread.detach(name: "never") { _ = sentinel }
+                }
+            }
+            #expect(released.wait(), "the body of a thread that never started was kept")
+            SpindleFaults.inject(.stackSize, .next(1), onlyOnThisThread: true)
+            expectSpindleError(.system(function: "pthread_create", errno: EINVAL)) {
+                _ = try SpindleThread.spawnJoinable(name: "never", stackSize: 1 << 20) {}
+            }
+            // The next start works again.
+            try SpindleThread.spawnJoinable(name: "after") {}.join()
+        }
+    }
+
+    @Test func nameAndPriorityFailuresKeepTheStoredValuesAndReportThePriority() throws {
+        try self.withFaults { _ in
+            try runJoinableThreads(1, name: "fault.name") { _ in
+                SpindleFaults.inject(.threadName, .next(1), onlyOnThisThread: true)
+                SpindleThread.current.name = "renamed"
+                #expect(SpindleThread.current.name == "renamed")  // documented: the stored name still changes
+                SpindleFaults.inject(.threadPriority, .next(1), onlyOnThisThread: true)
+                #expect(SpindleThread.current.setPriority(0.4) == false)
+                #expect(SpindleThread.current.priority == 0.4)
+                #expect(SpindleThread.current.setPriority(0.5) == true)
+            }
+        }
+    }
+
+    // MARK: - Run loop and timer
+
+    @Test func aRunLoopWithoutADescriptorThrowsAndWorksOnceOneCanBeOpened() throws {
+        try self.withFaults { _ in
+            let outcome = SpindleLockedValue<[String]>([])
+            try runJoinableThreads(1, name: "fault.loop") { _ in
+                SpindleFaults.inject(.eventDescriptor, .next(2), onlyOnThisThread: true)
+                let loop = SpindleRunLoop.current  // its eventfd fails to open (EMFILE)
+                let performed = SpindleLockedValue(false)
+                loop.perform { performed.withLockedValue { $0 = true } }  // queued; the signal has no fd yet
+                do {
+                    try loop.run(until: .after(.seconds(5)))
+                    outcome.withLockedValue { $0.append("ran without a descriptor") }
+                } catch {
+                    outcome.withLockedValue { $0.append("\(error)") }
+                }
+                // Descriptors are back: the next run opens one and runs the perform queued before.
+                do {
+                    _ = try loop.runOnce(before: .after(.seconds(10)))
+                    outcome.withLockedValue { $0.append(performed.withLockedValue { $0 } ? "performed" : "lost") }
+                } catch {
+                    outcome.withLockedValue { $0.append("second run: \(error)") }
+                }
+            }
+            #expect(outcome.withLockedValue { $0 } == [
+                SpindleError.system(function: "eventfd", errno: EMFILE).description, "performed",
+            ])
+        }
+    }
+
+    @Test func aTimerThreadThatCannotStartIsReportedAndStartedByTheNextInsert() throws {
+        self.withFaults { _ in
+            final class Entry: TimerEntry, @unchecked Sendable {
+                let fired: OracleSemaphore
+                init(_ fired: OracleSemaphore) {
+                    self.fired = fired
+                    super.init(deadline: SpindleDeadline.now.uptimeNanoseconds)
+                }
+                override func fire() { self.fired.post() }
+            }
+            let timer = DeadlineTimer()  // not the shared one, so this test starts its thread
+            let fired = OracleSemaphore()
+            SpindleFaults.inject(.threadCreate, .next(1), onlyOnThisThread: true)
+            #expect(timer.insert(Entry(fired)) == EAGAIN)
+            #expect(timer.insert(Entry(fired)) == 0)
+            #expect(fired.wait() && fired.wait(), "an entry inserted while the thread could not start was lost")
+        }
+    }
+
+    // MARK: - Spurious wakeups
+
+    @Test func spuriousWakeupsLoseNoSignalAndEndNoTimedWaitEarly() throws {
+        try self.withFaults { _ in
+            let semaphore = try SpindleSemaphore(value: 0)
+            let condition = SpindleCondition()
+            // Half of this thread's condition waits return at once, unsignalled.
+            SpindleFaults.inject(.conditionWait, .everyNth(2), onlyOnThisThread: true)
+            let start = SpindleDeadline.now
+            #expect(!semaphore.wait(until: .after(.milliseconds(30))))
+            #expect(SpindleDeadline.now.uptimeNanoseconds - start.uptimeNanoseconds >= 30_000_000)
+            let rounds = 200
+            try runJoinableThreads(1) { _ in for _ in 0..<rounds { semaphore.signal() } } beforeJoining: {
+                for round in 0..<rounds {
+                    #expect(semaphore.wait(until: .after(.seconds(10))), "wait \(round) lost its signal")
+                }
+            }
+            #expect(!semaphore.wait(until: .now))  // nothing extra was granted either
+            condition.lock()
+            #expect(!condition.wait(until: .after(.milliseconds(10))) { true })
+            condition.unlock()
+            #expect(SpindleFaults.injected(.conditionWait) > 0)
+        }
+    }
+}
