@@ -33,10 +33,3 @@ public func spindleActiveProcessorCount() -> Int {
     let online = sysconf(Int32(_SC_NPROCESSORS_ONLN))
     return online > 0 ? online : 1
 }
-
-/// Writes a line to standard error with write(2) (no stdio buffer to share between threads).
-func writeToStandardError(_ message: String) {
-    var line = message
-    if !line.hasSuffix("\n") { line += "\n" }
-    line.withCString { pointer in _ = write(2, pointer, strlen(pointer)) }
-}

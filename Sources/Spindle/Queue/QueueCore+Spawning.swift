@@ -77,6 +77,7 @@ extension QueueCore {
     func retrySpawn() {
         let plan = self.lock.withLock { () -> IdleWorkers.WakePlan in
             self.idle.retryStarted()
+            self.publishIdleLocked()  // first: a later add sees that a thread may start and locks, or we see its push
             self.drainInboxLocked()
             let plan = self.collectWakeActionsLocked()
             self.publishIdleLocked()

@@ -227,6 +227,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             core.slots.setWidth(requested: value, resolved: QueueCore.resolve(value))
             core.invalidateReservations()
             core.publishIdleLocked()
+            core.drainInboxLocked()  // adds that saw the old hint (no thread to start) left their operations here
             return core.collectWakeActionsLocked()
         }
         core.perform(actions)

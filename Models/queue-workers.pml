@@ -1,0 +1,663 @@
+/* queue-workers.pml: the idle/park/wake protocol of the queue's worker threads (QueueCore's worker loop,
+ * IdleWorkers' wake decision, the IdleHints word read by adding threads, the inbox, and the spawn-failure
+ * retry), checked with SPIN 6.5.
+ *
+ * WHAT IS MODELLED
+ *   ADDERS adder processes (default 2) call addOperation's lock-free hot path (pushClaimed): adder 0 adds OPS0
+ *   operations (default 2), adder 1 adds OPS1 (default 1), NOPS = 3 in all. The width is LIMIT = 2. Worker
+ *   threads are started by the wake decisions (spawnWorker, by whichever process decided it); a start may fail
+ *   (MAXFAIL = 2 failures in all), which runs the failure path and schedules a SpawnRetry, fired by the timer
+ *   process. Each operation, when a worker takes it, either finishes on that worker or never finishes (the
+ *   worker stays busy for ever and keeps the slot): a nondeterministic choice per operation. At most MAXSPUR = 2
+ *   spurious wakeups. At each point where the Swift worker may spin, the model's worker spins or not.
+ *   State: the inbox, the ready count, slots.running, slots.limit, IdleWorkers (threads.count, starting,
+ *   parked, wakeupsInFlight, spinning, retryPending), the published hint word, the timer's scheduled retries,
+ *   the condition variable's waiters.
+ *
+ * ABSTRACTIONS (everything the model leaves out or simplifies)
+ *   A1 Mutex and atomics: QueueCore.lock is `mtx`. A locked stretch is a sequence of atomic steps with mtx held
+ *      throughout, cut right after each access to a variable that lock-free code also touches: the inbox (a
+ *      push's compare-and-swap [IB_CAS], isEmpty [IB_EMPTY], the drain's exchange [IB_TAKEALL]) and the hint
+ *      word (publish [H_STORE], load [H_LOAD]). All those accesses are sequentially consistent in Swift and
+ *      each is one step here, so every interleaving of them is explored; the steps in between touch only
+ *      lock-guarded state, which nobody else can see, and are merged. (The drain's isEmpty and exchange count
+ *      as one access: a push between them is taken by the exchange.) Any process waiting for mtx may get it.
+ *   A2 Condition variable: inwait[w] is set by the step that enters workAvailable.wait() (and releases mtx
+ *      with it). signal(), sent after unlocking, clears one set flag (which one, if several, is
+ *      nondeterministic) or nothing if nobody waits: then the signal is lost. A woken worker takes mtx again
+ *      in a later step: between the two it still counts as parked but is no longer waiting. Spurious wakeups
+ *      (and a signal that wakes more than one waiter) are the `spurious` process: at most MAXSPUR in all.
+ *      Broadcast (only shutdown uses it) is left out.
+ *   A3 Queue contents: plain, identical operations. Left out: priorities (a worker takes the lowest-numbered
+ *      ready one; ReadyBuckets' order does not matter here), dependencies and readiness (admitted = ready),
+ *      barriers (BarrierGate), cancellation, reservations (reserveLocked, claimReserved,
+ *      settleReservationLocked, reclaimReservationsLocked, noteAdded), suspension, batch adds
+ *      (addOperations), bounded queues and blocked producers, batch waits, run-loop-served queues
+ *      (servedByRunLoop is false), statistics (noteRunning's count, lastSignalAt, wait times), the outstanding
+ *      count and the handle (dropOutstanding is only an unlocked gap), and shutdown (shuttingDown stays false;
+ *      workers never exit; no joins). Every operation finishes on its own worker (runOnWorker returns true)
+ *      or never: operations finishing on another thread (operationDidFinish) and scheduleReady are left out.
+ *      The width is fixed (except with -DRAISE_WIDTH: one raise from 1 to LIMIT).
+ *   A4 Spin: SpinPolicy (its estimate, budget, spinMissed, and what gotWork and woke report to it) is left out:
+ *      where the Swift worker may spin (maySpin, nobody spinning) the model's worker spins or not (budget > 0
+ *      or 0). The spin window is the worker's unlocked gap between [W_SPINUNLOCK] and [W_SPINRELOCK], which
+ *      lasts any number of the other processes' steps (any number of polls; .seen and .budgetSpent lead to
+ *      the same relock). So PushCounter (pushes.announce, pushes.current) and inbox.mayHoldWork, which only
+ *      end the spin early, are left out.
+ *   A5 Threads and the timer: spawnJoinable fails (MAXFAIL times in all) or starts the worker process at
+ *      once. Thread names and indices, joins, diagnostics reports, spawnFailures and the retry's backoff are
+ *      left out: the timer fires each scheduled retry at any time after it was inserted (no clock).
+ *      DeadlineTimer.insert never fails, except with -DTIMER_CAN_FAIL (once).
+ *   A6 A worker's own state: `finished`/`dropped` and `drops` are booleans (whether the unlocked gaps
+ *      [W_RELEASEQ] and [W_DROPSQ] come before the next park; dropBatch, 256, is never reached).
+ *   A7 Ghost state: each operation's place (new, inbox, ready, taken) and counters for the properties. The
+ *      inbox's order (newest-first stack, admitted oldest first) is left out.
+ *   A8 Bounds (defaults): ADDERS 2 (OPS0 2 + OPS1 1 = 3 operations), LIMIT 2, MAXFAIL 2, MAXSPUR 2; the search
+ *      depth stays under 500. Override with -D (ADDERS and LIMIT 1 or 2).
+ *      2,325,345 states for the safety run and 3,609,405 for the progress run (about 1.3 s and 4.5 s);
+ *      -DOPS1=2 (4 operations) also passes, 10,193,911 states (safety, 7 s).
+ *
+ * PROPERTIES
+ *   Safety (assertions; run with -DSAFETY, plus invalid end states):
+ *     S1 after every locked step: wakeupsInFlight <= parked, parked + spinning <= threads + starting
+ *        (IdleWorkers.check), running <= limit, threads + starting <= limit; no counter goes below zero (each
+ *        decrement asserts its precondition, as the Swift code does; a byte that wrapped would also fail the
+ *        upper bounds).
+ *     S2 no operation runs twice: a worker takes only a ready operation and marks it taken, and every
+ *        operation added is in exactly one place (inbox + ready + taken == added).
+ *     P1 "a free slot runs a ready operation even if the others never finish", at quiescence (`timeout`: all
+ *        adders done, the timer idle with no retry scheduled, nothing can move): every operation added has
+ *        been taken by a worker, unless all `limit` slots are held by operations that never finish. Valid end
+ *        states (end labels): a worker blocked in the park wait (end_park, when nothing woke it), a worker
+ *        busy for ever (end_busy), the timer with nothing scheduled (end_idle), the spurious process.
+ *   Progress (LTL; run with pan -a, no fairness needed: every run is finite, so the formula is checked on each
+ *   run's final state, stutter-extended):
+ *     ltl all_run: <> [] (ntaken == NOPS || stuck == limit)   (P1 as a formula).
+ *
+ * FOUND BY THIS MODEL, AND FIXED: retrySpawn drained the inbox before it published the cleared retryPending,
+ *   the wrong order for the Dekker pairing of IdleHints: an add between the two read the old word ("no thread
+ *   may be started"), took no lock, and its operation stayed in the inbox for ever with a slot free (W0 busy
+ *   with an operation that never finishes, the second thread's start failed, the retry drained an empty inbox,
+ *   then the push). The code now publishes first ([R_PUBLISH_FIRST]), then drains; the old order is the broken
+ *   variant BROKEN_RETRY_DRAIN_BEFORE_PUBLISH. Raising the width had the same fault (withAdmittedLock drained
+ *   before the new width was published): it drains again after publishing ([WD_DRAIN]); checked with
+ *   -DRAISE_WIDTH, its old order is BROKEN_WIDTH_DRAIN_BEFORE_PUBLISH.
+ *
+ * OPTIONS
+ *   -DRAISE_WIDTH               a widener process raises the width from 1 to LIMIT once
+ *                               (setMaxConcurrentOperationCount: [WD_ADMIT] [WD_SET] [WD_PUBLISH] [WD_DRAIN]).
+ *   -DTIMER_CAN_FAIL            one DeadlineTimer.insert may fail ([F_NOTSCHED]): fails P1, as documented
+ *                               ("the queue's next event tries again": the model has no next event).
+ *   -DNO_FOREVER                every operation finishes (then the broken variants NO_RECHECK and
+ *                               SPAWN_FAILURE_STRANDS, and the retry bug, are not caught).
+ *
+ * BROKEN VARIANTS (each must make pan report errors: P1 in the safety run, all_run in the progress run)
+ *   -DBROKEN_NO_RECHECK             the worker waits without looking at the inbox again after advertising
+ *                                   itself parked ([W_RECHECK] missing): a push that read the word just before
+ *                                   the advertisement is stranded. Caught only with operations that never
+ *                                   finish (another busy worker would come back and drain it).
+ *   -DBROKEN_SPAWN_FAILURE_STRANDS  the failure path before the fix: it frees the place and nothing else (no
+ *                                   retryPending, no drain, no wake, no retry): the work the start was for is
+ *                                   stranded.
+ *   -DBROKEN_NO_WAKE_AFTER_PUSH     the adder ignores the word's parked bit ([H_TEST] without parkedBit): with
+ *                                   every thread started and one parked, its operation is stranded.
+ *
+ * STEPS AND THE SWIFT LINES THEY STAND FOR (checked by .ci/check-models)
+ */
+/* [W_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:91 "self.lock.lock()" */
+/* [W_LOOP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:93 "while !self.shuttingDown {" */
+/* [W_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:94 "self.drainInboxLocked()" */
+/* [W_CANDISPATCH]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:95 "if self.canDispatchLocked {" */
+/* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:97 "let op = self.takeNextLocked()  // the queue's reference is ours now" */
+/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "let chained = self.wakeOrSpawnLocked()" */
+/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:100 "self.lock.unlock()" */
+/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:101 "self.perform(chained)" */
+/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:102 "state.gotWork()" */
+/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:109 "let deferredFinish = self.runOnWorker(op, context)" */
+/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:121 "self.lock.lock()" */
+/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:125 "drainWaiters = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake }" */
+/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:126 "finished = op" */
+/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:127 "drops += 1" */
+/* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:159 "if finished != nil || dropped != nil {" */
+/* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "self.releaseFinished(&finished, &drainWaiters, &dropped)" */
+/* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:162 "self.lock.lock()" */
+/* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:166 "if state.maySpin && state.policy.budgetNanos > 0 && self.idle.beginSpin() {" */
+/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "state.maySpin = false" */
+/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:169 "self.publishIdleLocked()" */
+/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:171 "self.lock.unlock()" */
+/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:174 "let caught = SpinPolicy.spin(" */
+/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:176 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
+/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:177 "self.lock.lock()" */
+/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:178 "self.idle.endSpin()" */
+/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:179 "self.publishIdleLocked()" */
+/* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:181 "continue  // look again under the lock before parking" */
+/* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "if drops > 0 {" */
+/* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:187 "self.dropOutstanding(drops)" */
+/* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:189 "self.lock.lock()" */
+/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:194 "self.idle.parking()" */
+/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:195 "self.publishIdleLocked()" */
+/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:196 "let waits = self.inbox.isEmpty" */
+/* [W_WAIT]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:197 "if waits { self.workAvailable.wait() }" */
+/* [W_UNPARKED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:198 "self.idle.unparked(waited: waits)" */
+/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:199 "self.publishIdleLocked()" */
+/* [W_WOKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:200 "state.woke(workArrivedAt: self.idle.lastSignalAt)" */
+/* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:37 "let action = self.idle.wakeOrSpawn(" */
+/* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:42 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
+/* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:51 "let room = self.slots.room(ready: self.ready.count)" */
+/* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:53 "let action = self.wakeOrSpawnLocked()" */
+/* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:54 "if action == .none { break }" */
+/* [P_SIGNAL]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:64 "case .signal: self.workAvailable.signal()" */
+/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:65 "case .spawn(let index): self.spawnWorker(index)" */
+/* [PP_SIGNALS]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:71 "for _ in 0..<plan.signals { self.workAvailable.signal() }" */
+/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:72 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:249 "let link = self.ready.popHighest()!" */
+/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:250 "self.stats.noteRunning(self.slots.take())" */
+/* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:29 "override func fire() { self.core.retrySpawn() }" */
+/* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:36 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
+/* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:38 "self.threadFailedToStart(error)" */
+/* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:41 "let (lateForShutdown, recoveredFrom) = self.lock.withLock { () -> (Bool, Int) in" */
+/* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:42 "let failures = self.idle.threadStarted(thread)" */
+/* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "self.publishIdleLocked()" */
+/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:55 "let (plan, delay) = self.lock.withLock { () -> (IdleWorkers.WakePlan, UInt64) in" */
+/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "let delay = self.idle.threadFailedToStart()" */
+/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:57 "self.drainInboxLocked()" */
+/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:58 "let plan = self.collectWakeActionsLocked()" */
+/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:59 "self.publishIdleLocked()" */
+/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:62 "self.perform(plan)" */
+/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:63 "let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))" */
+/* [F_NOTSCHED]      PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:66 "self.idle.retryNotScheduled()" */
+/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:78 "let plan = self.lock.withLock { () -> IdleWorkers.WakePlan in" */
+/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:79 "self.idle.retryStarted()" */
+/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:80 "self.publishIdleLocked()  // first: a later add sees that a thread may start and locks, or we see its push" */
+/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:81 "self.drainInboxLocked()" */
+/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:82 "let plan = self.collectWakeActionsLocked()" */
+/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:83 "self.publishIdleLocked()" */
+/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:86 "self.perform(plan)" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:78 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:84 "if self.spinning { return .none }" */
+/* [I_PARKEDQ]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:85 "if self.parked > self.wakeupsInFlight {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:86 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:90 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:91 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:101 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:102 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:113 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:115 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:120 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_RETRYNOTSCHED] PIN Sources/Spindle/Queue/State/IdleWorkers.swift:123 "mutating func retryNotScheduled() { self.retryPending = false }" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:134 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:141 "self.spinning = false" */
+/* [I_PARKING]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:145 "mutating func parking() { self.parked += 1 }" */
+/* [I_UNPARK]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:152 "self.parked -= 1" */
+/* [I_CONSUME]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:153 "if waited && self.wakeupsInFlight > 0 { self.wakeupsInFlight -= 1 }" */
+/* [I_CLAMP]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:154 "if self.wakeupsInFlight > self.parked { self.wakeupsInFlight = self.parked }" */
+/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:166 "if self.spinning { word |= IdleHints.spinningBit }" */
+/* [I_HPARKED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:167 "if self.parked > self.wakeupsInFlight { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:168 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:174 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:175 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount" */
+/* [H_INIT]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:24 "private let word = Atomic<UInt8>(IdleHints.canSpawnBit)" */
+/* [H_STORE]         PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:31 "self.word.store(value, ordering: .sequentiallyConsistent)" */
+/* [H_LOAD]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:39 "let value = self.word.load(ordering: .sequentiallyConsistent)" */
+/* [H_TEST]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:40 "return value & IdleHints.spinningBit == 0 && value & (IdleHints.parkedBit | IdleHints.canSpawnBit) != 0" */
+/* [IB_CAS]          PIN Sources/Spindle/Queue/FastPath/Inbox.swift:32 "let (done, seen) = self.head.compareExchange(" */
+/* [IB_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Inbox.swift:41 "var isEmpty: Bool { self.head.load(ordering: .sequentiallyConsistent) == 0 }" */
+/* [IB_TAKEALL]      PIN Sources/Spindle/Queue/FastPath/Inbox.swift:50 "var node = Inbox.link(bits: self.head.exchange(0, ordering: .sequentiallyConsistent))" */
+/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:129 "self.drainInboxLocked()" */
+/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:152 "if self.inbox.isEmpty { return }" */
+/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:158 "var oldestFirst = self.inbox.takeAllOldestFirst()" */
+/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:175 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
+/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:301 "if freesSlot { self.slots.free() }" */
+/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:192 "core.pushToInbox(operation)" */
+/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:193 "guard core.needsWakeAfterInboxPush() else { return }" */
+/* [A_LOCK]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:194 "core.lockAndAdmit()" */
+/* [A_DECIDE]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:195 "let action = core.wakeOrSpawnLocked()" */
+/* [A_UNLOCK]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:196 "core.lock.unlock()" */
+/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:197 "core.perform(action)" */
+/* [SL_CANDISPATCH]  PIN Sources/Spindle/Queue/State/DispatchSlots.swift:33 "func canDispatch(ready: Int) -> Bool { ready > 0 && self.hasFreeSlot }" */
+/* [SL_ROOM]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:36 "func room(ready: Int) -> Int { self.suspended ? 0 : max(0, min(ready, self.limit - self.running)) }" */
+/* [SL_TAKE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:41 "self.running += 1" */
+/* [SL_FREE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:48 "self.running -= 1" */
+/* [WD_ADMIT]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:226 "let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in" */
+/* [WD_SET]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:227 "core.slots.setWidth(requested: value, resolved: QueueCore.resolve(value))" */
+/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:229 "core.publishIdleLocked()" */
+/* [WD_DRAIN]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:230 "core.drainInboxLocked()  // adds that saw the old hint (no thread to start) left their operations here" */
+/* [WD_COLLECT]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:231 "return core.collectWakeActionsLocked()" */
+/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:233 "core.perform(actions)" */
+
+
+#ifndef LIMIT
+#define LIMIT 2                             /* the width (maxConcurrentOperationCount); 1 or 2 */
+#endif
+#ifndef ADDERS
+#define ADDERS 2                            /* adding threads; 1 or 2 */
+#endif
+#ifndef OPS0
+#define OPS0 2                              /* operations added by adder 0 */
+#endif
+#ifndef OPS1
+#define OPS1 1                              /* operations added by adder 1 (if ADDERS == 2) */
+#endif
+#if ADDERS == 2
+#define NOPS (OPS0 + OPS1)
+#else
+#define NOPS OPS0
+#endif
+#ifndef MAXFAIL
+#define MAXFAIL 2                           /* thread starts that fail, in all */
+#endif
+#ifndef MAXSPUR
+#define MAXSPUR 2                           /* spurious wakeups, in all */
+#endif
+#ifdef TIMER_CAN_FAIL
+#define MAXTIMERFAIL 1                      /* DeadlineTimer.insert failures (A5) */
+#else
+#define MAXTIMERFAIL 0
+#endif
+
+/* Wake actions (IdleWorkers.WakeAction). */
+#define NONE  0
+#define SIG   1
+#define SPAWN 2
+
+/* The hint word's bits (IdleHints). */
+#define SPINNING_BIT 1
+#define PARKED_BIT   2
+#define CANSPAWN_BIT 4
+
+/* Operation states (ghost identity; A3). */
+#define O_NEW   0
+#define O_INBOX 1
+#define O_READY 2
+#define O_TAKEN 3
+
+/* ---- Shared state. Under `mtx` (QueueCore.lock) except inbox (nin and the O_INBOX marks: lock-free pushes),
+ * hint (the IdleHints word) and inwait (the condition variable's own state). ---- */
+bool mtx = false;                           /* QueueCore.lock held (A1) */
+#ifdef RAISE_WIDTH
+byte limit = 1;                             /* slots.limit: 1, raised to LIMIT by widener() */
+#else
+byte limit = LIMIT;                         /* slots.limit */
+#endif
+byte nin = 0;                               /* operations in the inbox */
+byte nready = 0;                            /* ready.count */
+byte running = 0;                           /* slots.running */
+byte threads = 0;                           /* idle.threads.count */
+byte starting = 0;                          /* idle.starting */
+byte parked = 0;                            /* idle.parked */
+byte wakeups = 0;                           /* idle.wakeupsInFlight */
+bool spinning = false;                      /* idle.spinning */
+bool retryPending = false;                  /* idle.retryPending */
+byte hint = CANSPAWN_BIT;                   /* [H_INIT] the published word */
+byte retries = 0;                           /* SpawnRetry entries on the process timer, not yet fired */
+bool inwait[LIMIT];                         /* worker w blocked in workAvailable.wait(), not yet woken (A2) */
+byte opst[NOPS];                            /* each operation's place: O_NEW, O_INBOX, O_READY, O_TAKEN */
+byte k = 0;                                 /* scratch index, used only inside atomic steps, left at 0 */
+
+/* ---- Ghost state (bounds and properties). ---- */
+byte nworkers = 0;                          /* worker processes created (threads never exit: A3) */
+byte added = 0;                             /* operations pushed */
+byte ntaken = 0;                            /* operations taken by a worker */
+byte stuck = 0;                             /* operations taken that never finish (their worker stays busy) */
+byte fails = 0;                             /* thread starts failed */
+byte spur = 0;                              /* spurious wakeups happened */
+byte timerFails = 0;                        /* timer inserts failed (-DTIMER_CAN_FAIL only) */
+
+#define THREADCOUNT (threads + starting)
+#define CANDISPATCH (nready > 0 && running < limit)              /* [SL_CANDISPATCH] (never suspended) */
+/* [Q_PUBLISH] IdleWorkers.hintWord: [I_HSPIN] [I_HPARKED] [I_HCANSPAWN] */
+#define HINTW ((spinning -> SPINNING_BIT : 0) | (parked > wakeups -> PARKED_BIT : 0) | \
+               ((THREADCOUNT < limit && !retryPending) -> CANSPAWN_BIT : 0))
+#ifdef BROKEN_NO_WAKE_AFTER_PUSH
+/* The adder ignores the parked bit: it takes the lock only when a thread may be started. */
+#define NEEDS_WAKE ((hint & SPINNING_BIT) == 0 && (hint & CANSPAWN_BIT) != 0)
+#else
+#define NEEDS_WAKE ((hint & SPINNING_BIT) == 0 && (hint & (PARKED_BIT | CANSPAWN_BIT)) != 0)   /* [H_TEST] */
+#endif
+/* Progress: every operation added has been taken, unless every slot is held by one that never finishes. */
+#define ALL_RAN (ntaken == NOPS || stuck == limit)
+
+/* S1: IdleWorkers.check() ([I_CHECK1] [I_CHECK2]) and the slot and counter bounds, after every locked step.
+ * Counters are bytes: one going below zero wraps to 255 and fails the upper bounds here (besides the
+ * preconditions asserted before each decrement, as in the Swift code). */
+inline inv() {
+    assert(wakeups <= parked);
+    assert(parked + (spinning -> 1 : 0) <= THREADCOUNT);
+    assert(running <= limit);
+    assert(THREADCOUNT <= limit && parked <= LIMIT && starting <= LIMIT && nin <= NOPS && nready <= NOPS);
+    assert(nin + nready + ntaken == added)    /* S2: every operation added is in exactly one place */
+}
+
+/* drainInboxLocked: [Q_DRAINQ] [IB_EMPTY], then [Q_DRAINALL] [IB_TAKEALL]: admit everything (A3: admitted is
+ * ready). One access to the inbox (a push between the isEmpty and the exchange is taken by the exchange). */
+inline drainInbox() {
+    if
+    :: nin > 0 ->
+        k = 0;
+        do
+        :: k < NOPS ->
+            if
+            :: opst[k] == O_INBOX -> opst[k] = O_READY; nready++
+            :: else -> skip
+            fi;
+            k++
+        :: else -> break
+        od;
+        nin = 0; k = 0
+    :: else -> skip
+    fi
+}
+
+/* IdleWorkers.wakeOrSpawn, called by wakeOrSpawnLocked ([D_CALL]); wanted = running + ready.count. */
+inline wakeOrSpawn(a) {
+    if
+    :: CANDISPATCH && !spinning && parked > wakeups ->       /* [I_GUARD] [I_SPINNING] [I_PARKEDQ] */
+        wakeups++; a = SIG                                   /* [I_SIGNAL] */
+    :: CANDISPATCH && !spinning && parked <= wakeups && THREADCOUNT < limit && THREADCOUNT < running + nready && !retryPending ->
+        /* [I_SPAWNQ] */
+        starting++; a = SPAWN                                /* [I_RESERVE] */
+    :: else -> a = NONE
+    fi
+}
+
+/* collectWakeActionsLocked: [C_ROOM] room = min(ready, limit - running), then [C_EACH] one decision per
+ * operation that may start, stopping at the first .none ([C_NONE]). Each decision that acts publishes
+ * ([D_PUBLISH] [H_STORE]): a step of its own, so an adder may read the word between two decisions. */
+inline collect(nsig, nspawn) {
+    atomic { room = (nready < limit - running -> nready : limit - running) }  /* [SL_ROOM] */
+    do
+    :: atomic {
+        room > 0 ->
+        wakeOrSpawn(act2);
+        if
+        :: act2 == NONE -> room = 0
+        :: act2 == SIG -> nsig++; room--; hint = HINTW
+        :: act2 == SPAWN -> nspawn++; room--; hint = HINTW
+        fi;
+        act2 = NONE; inv() }
+    :: room == 0 -> break
+    od
+}
+
+/* workAvailable.signal(), after unlocking: wakes one blocked waiter if there is one (which, if several, is
+ * nondeterministic), else nothing (A2). */
+inline signal() {
+    atomic {
+        if
+        :: inwait[0] -> inwait[0] = false
+#if LIMIT == 2
+        :: inwait[1] -> inwait[1] = false
+        :: !inwait[0] && !inwait[1] -> skip
+#else
+        :: !inwait[0] -> skip
+#endif
+        fi
+    }
+}
+
+/* threadFailedToStart: the failure path. */
+inline spawnFailed() {
+#ifdef BROKEN_SPAWN_FAILURE_STRANDS
+    /* The code before the fix: give the place back, and nothing else (no retryPending, no drain, no wake, no
+     * retry). Work added while the start was pending, and the work the start was for, is left to the next
+     * event. */
+    atomic { !mtx -> mtx = true; assert(starting > 0); starting--; hint = HINTW; inv(); mtx = false }
+#else
+    atomic {
+        !mtx -> mtx = true;                                  /* [F_LOCK] */
+        assert(starting > 0); starting--;                    /* [F_FREE] [I_FAILFREE] */
+        retryPending = true;                                 /* [I_RETRYSET] */
+        drainInbox();                                        /* [F_DRAIN] */
+        inv()
+    };
+    collect(fsig, fspawn);                                   /* [F_COLLECT] */
+    assert(fspawn == 0);                                     /* no thread is started while the retry is pending */
+    atomic { hint = HINTW; inv(); mtx = false };             /* [F_PUBLISH], unlock */
+    do                                                       /* [F_PERFORM] signals only */
+    :: fsig > 0 -> signal(); fsig--
+    :: else -> break
+    od;
+    if
+    :: atomic { timerFails < MAXTIMERFAIL -> timerFails++ }; /* the timer thread could not start (A5) */
+        atomic { !mtx -> mtx = true; retryPending = false; hint = HINTW; inv(); mtx = false }   /* [F_NOTSCHED] [I_RETRYNOTSCHED] */
+    :: atomic { retries++ }                                  /* [F_INSERT] */
+    fi
+#endif
+}
+
+/* spawnWorker, after unlocking ([P_SPAWN] [PP_SPAWNS]). */
+inline spawnWorker() {
+    if
+    :: atomic { fails < MAXFAIL -> fails++ };                /* [S_SPAWN] throws */
+        spawnFailed()                                        /* [S_FAILED] */
+    :: atomic { assert(nworkers < LIMIT); run worker(nworkers); nworkers++ };   /* [S_SPAWN] the thread runs */
+        atomic {
+            !mtx -> mtx = true;                              /* [S_LOCK] */
+            assert(starting > 0); starting--; threads++;     /* [S_STARTED] [I_STARTED] [I_THREADS] */
+            hint = HINTW; inv();                             /* [S_PUBLISH] */
+            mtx = false
+        }
+    fi
+}
+
+/* perform(action), after unlocking. */
+inline perform(a) {
+    if
+    :: a == SIG -> signal()                                  /* [P_SIGNAL] */
+    :: a == SPAWN -> spawnWorker()                           /* [P_SPAWN] */
+    :: else -> skip
+    fi;
+    a = NONE
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * worker(me): QueueCore.workerLoop, for ever (no shutdown: A3). Locked stretches are atomic steps with mtx
+ * held throughout, cut after each access to the inbox or the hint word (A1). Every path that goes back to the
+ * loop head ends with the head's drain ([W_LOOP] [W_DRAIN]) in its last locked step. */
+proctype worker(byte me) {
+    byte act = NONE, act2 = NONE, room = 0, fsig = 0, fspawn = 0, op = 0;
+    bool maySpin = true, fin = false, drops = false, waits = false, forever = false;
+
+    atomic { !mtx -> mtx = true; drainInbox(); inv() };       /* [W_LOCK] [W_LOOP] [W_DRAIN] */
+    do
+    :: atomic {
+        CANDISPATCH ->                                       /* [W_CANDISPATCH]: BUSY */
+        k = 0;                                               /* [W_TAKE] [TAKE_POP] (A3: the lowest ready id) */
+        do :: opst[k] != O_READY -> k++ :: else -> break od;
+        op = k; k = 0;
+        assert(opst[op] == O_READY);                         /* S2: no operation taken twice */
+        opst[op] = O_TAKEN; nready--; ntaken++;
+        running++;                                           /* [TAKE_SLOT] [SL_TAKE] */
+        if                                                   /* finishes, or never does (A3) */
+        :: forever = false
+#ifndef NO_FOREVER
+        :: forever = true; stuck++
+#endif
+        fi;
+        wakeOrSpawn(act);                                    /* [W_CHAIN] */
+        if :: act != NONE -> hint = HINTW :: else -> skip fi;   /* [D_PUBLISH] */
+        inv();
+        maySpin = true; fin = false; op = 0;                 /* [W_GOTWORK]; releaseFinished */
+        mtx = false }                                        /* [W_UNLOCK] */
+        perform(act);                                        /* [W_PERFORM] */
+        if
+        :: forever ->
+end_busy:   false                                            /* [W_RUN] runs for ever: its slot stays taken */
+        :: else -> skip                                      /* [W_RUN] finishes here (deferredFinish) */
+        fi;
+        atomic {
+            !mtx -> mtx = true;                              /* [W_RELOCK] */
+            assert(running > 0); running--;                  /* [W_UNLINK] [Q_FREESLOT] [SL_FREE] */
+            fin = true; drops = true;                        /* [W_FINISHED] [W_DROPS] */
+            drainInbox(); inv()                              /* continue: [W_DRAIN] */
+        }
+    :: !CANDISPATCH && fin ->                                /* [W_RELEASEQ] */
+        atomic { fin = false; mtx = false };                 /* [W_RELEASE] unlocked */
+        atomic { !mtx -> mtx = true; drainInbox(); inv() }   /* [W_RELEASELOCK], continue: [W_DRAIN] */
+    :: !CANDISPATCH && !fin && maySpin && !spinning ->       /* [W_SPINQ]: the policy's budget > 0 (A4) */
+        atomic {
+            spinning = true;                                 /* [I_BEGINSPIN] */
+            maySpin = false;                                 /* [W_SPINONCE] */
+            hint = HINTW; inv();                             /* [W_SPINPUB] */
+            mtx = false                                      /* [W_SPINUNLOCK] */
+        };
+        /* SPINNING: [W_SPIN] [W_SPINPOLL] without the lock, for any number of polls (A4): the relock below
+         * may come at any point of the other processes' steps. */
+        atomic {
+            !mtx -> mtx = true;                              /* [W_SPINRELOCK] */
+            assert(spinning); spinning = false;              /* [W_ENDSPIN] [I_ENDSPIN] */
+            hint = HINTW; inv()                              /* [W_ENDSPINPUB] */
+        };
+        atomic { drainInbox(); inv() }                       /* [W_LOOKAGAIN] continue: [W_DRAIN] */
+    :: !CANDISPATCH && !fin && drops ->                      /* no spin (budget 0, or another worker spins) */
+        atomic { drops = false; mtx = false };               /* [W_DROPSQ] [W_DROPOUT] unlocked */
+        atomic { !mtx -> mtx = true; drainInbox(); inv() }   /* [W_DROPLOCK], continue: [W_DRAIN] */
+    :: !CANDISPATCH && !fin && !drops ->                     /* no spin: PARKED */
+        atomic { parked++; hint = HINTW; inv() };            /* [W_PARKING] [I_PARKING] [W_PARKPUB] */
+        atomic {
+#ifdef BROKEN_NO_RECHECK
+            waits = true;                                    /* parks without looking at the inbox again */
+#else
+            waits = (nin == 0);                              /* [W_RECHECK] [IB_EMPTY] */
+#endif
+            if
+            :: waits -> inwait[me] = true; mtx = false       /* [W_WAIT]: pthread_cond_wait releases the mutex */
+            :: else -> skip
+            fi
+        };
+        if
+        :: waits ->
+end_park:   atomic {
+                !inwait[me] && !mtx -> mtx = true;           /* woken (signal or spurious), the mutex again */
+                assert(parked > 0); parked--;                /* [W_UNPARKED] [I_UNPARK] */
+                if :: wakeups > 0 -> wakeups-- :: else -> skip fi;      /* [I_CONSUME] */
+                if :: wakeups > parked -> wakeups = parked :: else -> skip fi;   /* [I_CLAMP] */
+                hint = HINTW; inv()                          /* [W_UNPARKPUB] */
+            }
+        :: else ->
+            atomic {
+                assert(parked > 0); parked--;                /* [W_UNPARKED] waited: false */
+                if :: wakeups > parked -> wakeups = parked :: else -> skip fi;
+                hint = HINTW; inv()                          /* [W_UNPARKPUB] */
+            }
+        fi;
+        atomic { maySpin = true; waits = false; drainInbox(); inv() }   /* [W_WOKE], continue: [W_DRAIN] */
+    od
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * adder(first, n): n calls of addOperation (the lock-free hot path, pushClaimed), operations first..first+n-1. */
+proctype adder(byte first; byte n) {
+    byte i = 0, act = NONE, act2 = NONE, room = 0, fsig = 0, fspawn = 0;
+    do
+    :: i < n ->
+        atomic { assert(opst[first + i] == O_NEW); opst[first + i] = O_INBOX; nin++; added++; i++ };  /* [A_PUSH] [IB_CAS] */
+        if
+        :: NEEDS_WAKE ->                                     /* [A_NEEDS] [H_LOAD] */
+            atomic { !mtx -> mtx = true; drainInbox(); inv() };                 /* [A_LOCK] [Q_LOCKADMIT] */
+            atomic {
+                wakeOrSpawn(act);                            /* [A_DECIDE] */
+                if :: act != NONE -> hint = HINTW :: else -> skip fi;           /* [D_PUBLISH] */
+                inv();
+                mtx = false                                  /* [A_UNLOCK] */
+            };
+            perform(act)                                     /* [A_PERFORM] */
+        :: else -> skip
+        fi
+    :: else -> break
+    od
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * timer(): the process timer's thread, as far as this queue goes: fires each scheduled SpawnRetry, at any time
+ * after it was inserted (A5). */
+proctype timer() {
+    byte act = NONE, act2 = NONE, room = 0, fsig = 0, fspawn = 0, nsig = 0, nspawn = 0;
+end_idle:
+    do
+    :: atomic {
+        retries > 0 && !mtx -> retries--;                    /* [T_FIRE] */
+        mtx = true;                                          /* [R_LOCK] */
+        retryPending = false;                                /* [R_STARTED] [I_RETRYSTARTED] */
+#ifndef BROKEN_RETRY_DRAIN_BEFORE_PUBLISH
+        hint = HINTW; inv()                                  /* [R_PUBLISH_FIRST] publish, then drain */
+       };
+       atomic {
+#endif
+        drainInbox(); inv()                                  /* [R_DRAIN] */
+       };
+       collect(nsig, nspawn);                                /* [R_COLLECT] */
+       atomic { hint = HINTW; inv(); mtx = false };          /* [R_PUBLISH], unlock */
+       do                                                    /* [R_PERFORM] [PP_SIGNALS] */
+       :: nsig > 0 -> signal(); nsig--
+       :: else -> break
+       od;
+       do                                                    /* [PP_SPAWNS] */
+       :: nspawn > 0 -> spawnWorker(); nspawn--
+       :: else -> break
+       od
+    od
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * spurious(): up to MAXSPUR spurious wakeups of a blocked worker (A2). */
+active proctype spurious() {
+end_spur:
+    do
+    :: atomic { spur < MAXSPUR && inwait[0] -> inwait[0] = false; spur++ }
+#if LIMIT == 2
+    :: atomic { spur < MAXSPUR && inwait[1] -> inwait[1] = false; spur++ }
+#endif
+    od
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * quiescence(): runs once nothing else can move (`timeout`: adders done, timer idle with no retry scheduled,
+ * every worker parked or busy for ever) and checks P1. */
+active proctype quiescence() {
+    timeout ->
+    atomic {
+        assert(!mtx);
+        assert(added == NOPS);
+        assert(ALL_RAN)                                      /* P1 */
+    }
+}
+
+#ifdef RAISE_WIDTH
+/* ---------------------------------------------------------------------------------------------------------
+ * widener(): one call of setMaxConcurrentOperationCount raising the width from 1 to LIMIT (-DRAISE_WIDTH). */
+proctype widener() {
+    byte act2 = NONE, room = 0, nsig = 0, nspawn = 0, fsig = 0, fspawn = 0;
+    atomic { !mtx -> mtx = true; drainInbox(); inv() };      /* [WD_ADMIT] withAdmittedLock: lock, drain */
+    atomic { limit = LIMIT; hint = HINTW; inv() };           /* [WD_SET] [WD_PUBLISH] */
+#ifndef BROKEN_WIDTH_DRAIN_BEFORE_PUBLISH
+    atomic { drainInbox(); inv() };                          /* [WD_DRAIN] adds that saw the old hint */
+#endif
+    collect(nsig, nspawn);                                   /* [WD_COLLECT] */
+    atomic { mtx = false };
+    do                                                       /* [WD_PERFORM] [PP_SIGNALS] */
+    :: nsig > 0 -> signal(); nsig--
+    :: else -> break
+    od;
+    do                                                       /* [PP_SPAWNS] */
+    :: nspawn > 0 -> spawnWorker(); nspawn--
+    :: else -> break
+    od
+}
+#endif
+
+init {
+    atomic {
+#ifdef RAISE_WIDTH
+        run widener();
+#endif
+        run timer();
+        run adder(0, OPS0);
+#if ADDERS == 2
+        run adder(OPS0, OPS1);
+#endif
+    }
+}
+
+/* P2, for the progress run (pan -a): all runs are finite, so this checks each run's final (stuttering) state. */
+ltl all_run { <> [] ALL_RAN }
