@@ -6,8 +6,10 @@
 
 #include "CShim.h"
 
+#include <linux/futex.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 
 cshim_fault_hook cshim_fault_hook_slot = 0;
 __thread uint64_t cshim_fault_thread_scope = 0;
@@ -101,4 +103,31 @@ int cshim_pthread_cond_timedwait_ns(pthread_cond_t *cond, pthread_mutex_t *mutex
     ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
     ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
     return pthread_cond_timedwait(cond, mutex, &ts);
+}
+
+#define CSHIM_PARKER_EMPTY 0u
+#define CSHIM_PARKER_NOTIFIED 1u
+#define CSHIM_PARKER_PARKED UINT32_MAX
+
+int cshim_parker_park(cshim_parker *parker) {
+    int fault = cshim_fault(CSHIM_FAULT_PARK);
+    if (fault != 0) {
+        sched_yield();
+        return fault;
+    }
+    // NOTIFIED -> EMPTY (take it and return), or EMPTY -> PARKED.
+    if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;
+    for (;;) {
+        // Sleeps only while the word still says PARKED; EINTR and EAGAIN just look again.
+        syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);
+        uint32_t expected = CSHIM_PARKER_NOTIFIED;
+        if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_ACQUIRE))
+            return 0;
+    }
+}
+
+void cshim_parker_unpark(cshim_parker *parker) {
+    if (__atomic_exchange_n(&parker->state, CSHIM_PARKER_NOTIFIED, __ATOMIC_RELEASE) == CSHIM_PARKER_PARKED)
+        syscall(SYS_futex, &parker->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }

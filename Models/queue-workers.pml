@@ -1,6 +1,6 @@
 /* queue-workers.pml: the idle/park/wake protocol of the queue's worker threads (QueueCore's worker loop,
- * IdleWorkers' wake decision, the IdleHints word read by adding threads, the inbox, and the spawn-failure
- * retry), checked with SPIN 6.5.
+ * IdleWorkers' wake decision and idle line, each worker's ThreadParker, the IdleHints word read by adding
+ * threads, the inbox, and the spawn-failure retry), checked with SPIN 6.5.
  *
  * WHAT IS MODELLED
  *   ADDERS adder processes (default 2) call addOperation's lock-free hot path (pushClaimed): adder 0 adds OPS0
@@ -9,10 +9,10 @@
  *   (MAXFAIL = 2 failures in all), which runs the failure path and schedules a SpawnRetry, fired by the timer
  *   process. Each operation, when a worker takes it, either finishes on that worker or never finishes (the
  *   worker stays busy for ever and keeps the slot): a nondeterministic choice per operation. At most MAXSPUR = 2
- *   spurious wakeups. At each point where the Swift worker may spin, the model's worker spins or not.
+ *   spurious returns from a park. At each point where the Swift worker may spin, the model's worker spins or not.
  *   State: the inbox, the ready count, slots.running, slots.limit, IdleWorkers (threads.count, starting,
- *   parked, wakeupsInFlight, spinning, retryPending), the published hint word, the timer's scheduled retries,
- *   the condition variable's waiters.
+ *   parked, wakeupsInFlight, the idle line, spinning, retryPending), the published hint word, the timer's
+ *   scheduled retries, each worker's parker (its notification).
  *
  * ABSTRACTIONS (everything the model leaves out or simplifies)
  *   A1 Mutex and atomics: QueueCore.lock is `mtx`. A locked stretch is a sequence of atomic steps with mtx held
@@ -22,12 +22,14 @@
  *      each is one step here, so every interleaving of them is explored; the steps in between touch only
  *      lock-guarded state, which nobody else can see, and are merged. (The drain's isEmpty and exchange count
  *      as one access: a push between them is taken by the exchange.) Any process waiting for mtx may get it.
- *   A2 Condition variable: inwait[w] is set by the step that enters workAvailable.wait() (and releases mtx
- *      with it). signal(), sent after unlocking, clears one set flag (which one, if several, is
- *      nondeterministic) or nothing if nobody waits: then the signal is lost. A woken worker takes mtx again
- *      in a later step: between the two it still counts as parked but is no longer waiting. Spurious wakeups
- *      (and a signal that wakes more than one waiter) are the `spurious` process: at most MAXSPUR in all.
- *      Broadcast (only shutdown uses it) is left out.
+ *   A2 Parking: inLine[w] is worker w's place in IdleWorkers' idle line (under mtx). A wake decision takes a
+ *      worker out of the line (which one, if both are in it, is nondeterministic: the Swift line is FIFO, one
+ *      of the orders explored) and the waker, after unlocking, unparks it: token[w] = true, one atomic step
+ *      (cshim_parker_unpark's exchange; the futex_wake is not a separate state: a worker that has not slept yet
+ *      finds the token, one asleep is woken by it). The worker's park (cshim_parker_park) is one step that
+ *      consumes the token, or blocks until there is one; or, at most MAXSPUR times in all, returns at once
+ *      without consuming anything (the fault seam's spurious return). The unlock before the park and the
+ *      relock after it are steps of their own. wakeAll (only shutdown uses it) is left out.
  *   A3 Queue contents: plain, identical operations. Left out: priorities (a worker takes the lowest-numbered
  *      ready one; ReadyBuckets' order does not matter here), dependencies and readiness (admitted = ready),
  *      barriers (BarrierGate), cancellation, reservations (reserveLocked, claimReserved,
@@ -54,8 +56,7 @@
  *      inbox's order (newest-first stack, admitted oldest first) is left out.
  *   A8 Bounds (defaults): ADDERS 2 (OPS0 2 + OPS1 1 = 3 operations), LIMIT 2, MAXFAIL 2, MAXSPUR 2; the search
  *      depth stays under 500. Override with -D (ADDERS and LIMIT 1 or 2).
- *      2,325,345 states for the safety run and 3,609,405 for the progress run (about 1.3 s and 4.5 s);
- *      -DOPS1=2 (4 operations) also passes, 10,193,911 states (safety, 7 s).
+ *      3,394,374 states for the safety run and 5,003,650 for the progress run (about 2 s and 6 s).
  *
  * PROPERTIES
  *   Safety (assertions; run with -DSAFETY, plus invalid end states):
@@ -69,7 +70,7 @@
  *        adders done, the timer idle with no retry scheduled, nothing can move): every operation added has
  *        been taken by a worker, unless all `limit` slots are held by operations that never finish. Valid end
  *        states (end labels): a worker blocked in the park wait (end_park, when nothing woke it), a worker
- *        busy for ever (end_busy), the timer with nothing scheduled (end_idle), the spurious process.
+ *        busy for ever (end_busy), the timer with nothing scheduled (end_idle).
  *   Progress (LTL; run with pan -a, no fairness needed: every run is finite, so the formula is checked on each
  *   run's final state, stutter-extended):
  *     ltl all_run: <> [] (ntaken == NOPS || stuck == limit)   (P1 as a formula).
@@ -101,57 +102,67 @@
  *                                   stranded.
  *   -DBROKEN_NO_WAKE_AFTER_PUSH     the adder ignores the word's parked bit ([H_TEST] without parkedBit): with
  *                                   every thread started and one parked, its operation is stranded.
+ *   -DBROKEN_WAKE_ONLY_SLEEPERS     the unpark is a bare futex_wake that reaches only a worker already asleep (no
+ *                                   notification kept, [C_UNPARK] without the exchange): an unpark between the
+ *                                   worker's unlock ([W_PARKUNLOCK]) and its sleep is lost, and its operation
+ *                                   stranded.
+ *   -DBROKEN_SPURIOUS_COUNTS_AS_SIGNAL  every return from a park is taken as a wakeup decided for the worker
+ *                                   ([I_NOTPOPPED] missing): a spurious return consumes a wakeup that is not
+ *                                   its own (safety run only: wakeupsInFlight goes below zero; the progress run
+ *                                   with assertions off does not see it).
  *
  * STEPS AND THE SWIFT LINES THEY STAND FOR (checked by .ci/check-models)
  */
-/* [W_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:91 "self.lock.lock()" */
-/* [W_LOOP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:93 "while !self.shuttingDown {" */
-/* [W_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:94 "self.drainInboxLocked()" */
-/* [W_CANDISPATCH]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:95 "if self.canDispatchLocked {" */
-/* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:97 "let op = self.takeNextLocked()  // the queue's reference is ours now" */
-/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "let chained = self.wakeOrSpawnLocked()" */
-/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:100 "self.lock.unlock()" */
-/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:101 "self.perform(chained)" */
-/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:102 "state.gotWork()" */
-/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:109 "let deferredFinish = self.runOnWorker(op, context)" */
-/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:121 "self.lock.lock()" */
-/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:125 "drainWaiters = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake }" */
-/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:126 "finished = op" */
-/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:127 "drops += 1" */
-/* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:159 "if finished != nil || dropped != nil {" */
-/* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "self.releaseFinished(&finished, &drainWaiters, &dropped)" */
-/* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:162 "self.lock.lock()" */
-/* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:166 "if state.maySpin && state.policy.budgetNanos > 0 && self.idle.beginSpin() {" */
-/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "state.maySpin = false" */
-/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:169 "self.publishIdleLocked()" */
-/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:171 "self.lock.unlock()" */
-/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:174 "let caught = SpinPolicy.spin(" */
-/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:176 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
-/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:177 "self.lock.lock()" */
-/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:178 "self.idle.endSpin()" */
-/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:179 "self.publishIdleLocked()" */
-/* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:181 "continue  // look again under the lock before parking" */
-/* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "if drops > 0 {" */
-/* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:187 "self.dropOutstanding(drops)" */
-/* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:189 "self.lock.lock()" */
-/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:194 "self.idle.parking()" */
-/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:195 "self.publishIdleLocked()" */
-/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:196 "let waits = self.inbox.isEmpty" */
-/* [W_WAIT]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:197 "if waits { self.workAvailable.wait() }" */
-/* [W_UNPARKED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:198 "self.idle.unparked(waited: waits)" */
-/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:199 "self.publishIdleLocked()" */
-/* [W_WOKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:200 "state.woke(workArrivedAt: self.idle.lastSignalAt)" */
-/* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:37 "let action = self.idle.wakeOrSpawn(" */
-/* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:42 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
-/* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:51 "let room = self.slots.room(ready: self.ready.count)" */
-/* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:53 "let action = self.wakeOrSpawnLocked()" */
-/* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:54 "if action == .none { break }" */
-/* [P_SIGNAL]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:64 "case .signal: self.workAvailable.signal()" */
-/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:65 "case .spawn(let index): self.spawnWorker(index)" */
-/* [PP_SIGNALS]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:71 "for _ in 0..<plan.signals { self.workAvailable.signal() }" */
-/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:72 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:249 "let link = self.ready.popHighest()!" */
-/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:250 "self.stats.noteRunning(self.slots.take())" */
+/* [W_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:93 "self.lock.lock()" */
+/* [W_LOOP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:95 "while !self.shuttingDown {" */
+/* [W_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:96 "self.drainInboxLocked()" */
+/* [W_CANDISPATCH]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:97 "if self.canDispatchLocked {" */
+/* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "let op = self.takeNextLocked()  // the queue's reference is ours now" */
+/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:101 "let chained = self.wakeOrSpawnLocked()" */
+/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:102 "self.lock.unlock()" */
+/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:103 "self.perform(chained)" */
+/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:104 "state.gotWork()" */
+/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:111 "let deferredFinish = self.runOnWorker(op, context)" */
+/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:123 "self.lock.lock()" */
+/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:127 "drainWaiters = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake }" */
+/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:128 "finished = op" */
+/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:129 "drops += 1" */
+/* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "if finished != nil || dropped != nil {" */
+/* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:163 "self.releaseFinished(&finished, &drainWaiters, &dropped)" */
+/* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:164 "self.lock.lock()" */
+/* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "if state.maySpin && state.policy.budgetNanos > 0 && self.idle.beginSpin() {" */
+/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:170 "state.maySpin = false" */
+/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:171 "self.publishIdleLocked()" */
+/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:173 "self.lock.unlock()" */
+/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:176 "let caught = SpinPolicy.spin(" */
+/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:178 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
+/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:179 "self.lock.lock()" */
+/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:180 "self.idle.endSpin()" */
+/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:181 "self.publishIdleLocked()" */
+/* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "continue  // look again under the lock before parking" */
+/* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:185 "if drops > 0 {" */
+/* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:189 "self.dropOutstanding(drops)" */
+/* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:191 "self.lock.lock()" */
+/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:197 "self.idle.parking(parker)" */
+/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:198 "self.publishIdleLocked()" */
+/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:199 "if self.inbox.isEmpty {" */
+/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:200 "self.lock.unlock()" */
+/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:201 "parker.park()" */
+/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:202 "self.lock.lock()" */
+/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:204 "let signalled = self.idle.unparked(parker)" */
+/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:205 "self.publishIdleLocked()" */
+/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:206 "state.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
+/* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:38 "let action = self.idle.wakeOrSpawn(" */
+/* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:43 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
+/* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:52 "let room = self.slots.room(ready: self.ready.count)" */
+/* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:54 "let action = self.wakeOrSpawnLocked()" */
+/* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:55 "if action == .none { break }" */
+/* [P_SIGNAL]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:65 "case .signal(let parker): parker.unpark()" */
+/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:66 "case .spawn(let index): self.spawnWorker(index)" */
+/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:72 "plan.unparkAll()" */
+/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:73 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:255 "let link = self.ready.popHighest()!" */
+/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:256 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:29 "override func fire() { self.core.retrySpawn() }" */
 /* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:36 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
 /* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:38 "self.threadFailedToStart(error)" */
@@ -173,29 +184,38 @@
 /* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:82 "let plan = self.collectWakeActionsLocked()" */
 /* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:83 "self.publishIdleLocked()" */
 /* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:86 "self.perform(plan)" */
-/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:78 "guard canDispatch, !shuttingDown else { return .none }" */
-/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:84 "if self.spinning { return .none }" */
-/* [I_PARKEDQ]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:85 "if self.parked > self.wakeupsInFlight {" */
-/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:86 "self.wakeupsInFlight += 1" */
-/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:90 "if count < limit && count < wanted && !self.retryPending {" */
-/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:91 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
-/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:101 "self.starting -= 1" */
-/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:102 "self.threads.append(thread)" */
-/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:113 "self.starting -= 1" */
-/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:115 "self.retryPending = true" */
-/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:120 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_RETRYNOTSCHED] PIN Sources/Spindle/Queue/State/IdleWorkers.swift:123 "mutating func retryNotScheduled() { self.retryPending = false }" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:134 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:141 "self.spinning = false" */
-/* [I_PARKING]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:145 "mutating func parking() { self.parked += 1 }" */
-/* [I_UNPARK]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:152 "self.parked -= 1" */
-/* [I_CONSUME]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:153 "if waited && self.wakeupsInFlight > 0 { self.wakeupsInFlight -= 1 }" */
-/* [I_CLAMP]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:154 "if self.wakeupsInFlight > self.parked { self.wakeupsInFlight = self.parked }" */
-/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:166 "if self.spinning { word |= IdleHints.spinningBit }" */
-/* [I_HPARKED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:167 "if self.parked > self.wakeupsInFlight { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:168 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:174 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:175 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:113 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:119 "if self.spinning { return .none }" */
+/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:120 "if let first = self.popIdle() {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:121 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:125 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:126 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:136 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:137 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:148 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:150 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:155 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_RETRYNOTSCHED] PIN Sources/Spindle/Queue/State/IdleWorkers.swift:158 "mutating func retryNotScheduled() { self.retryPending = false }" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:169 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:176 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:182 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:194 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:200 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:195 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:196 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:183 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:216 "self.removeFromIdle(first)" */
+/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:242 "if self.spinning { word |= IdleHints.spinningBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:243 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:244 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:250 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:251 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:252 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount" */
+/* [C_PARK]        PIN CShim/shim.c:119 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
+/* [C_PARKWAIT]    PIN CShim/shim.c:122 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
+/* [C_PARKTAKE]    PIN CShim/shim.c:124 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
+/* [C_PARKFAULT]   PIN CShim/shim.c:113 "int fault = cshim_fault(CSHIM_FAULT_PARK);" */
+/* [C_UNPARK]      PIN CShim/shim.c:131 "if (__atomic_exchange_n(&parker->state, CSHIM_PARKER_NOTIFIED, __ATOMIC_RELEASE) == CSHIM_PARKER_PARKED)" */
 /* [H_INIT]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:24 "private let word = Atomic<UInt8>(IdleHints.canSpawnBit)" */
 /* [H_STORE]         PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:31 "self.word.store(value, ordering: .sequentiallyConsistent)" */
 /* [H_LOAD]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:39 "let value = self.word.load(ordering: .sequentiallyConsistent)" */
@@ -203,11 +223,11 @@
 /* [IB_CAS]          PIN Sources/Spindle/Queue/FastPath/Inbox.swift:32 "let (done, seen) = self.head.compareExchange(" */
 /* [IB_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Inbox.swift:41 "var isEmpty: Bool { self.head.load(ordering: .sequentiallyConsistent) == 0 }" */
 /* [IB_TAKEALL]      PIN Sources/Spindle/Queue/FastPath/Inbox.swift:50 "var node = Inbox.link(bits: self.head.exchange(0, ordering: .sequentiallyConsistent))" */
-/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:129 "self.drainInboxLocked()" */
-/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:152 "if self.inbox.isEmpty { return }" */
-/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:158 "var oldestFirst = self.inbox.takeAllOldestFirst()" */
-/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:175 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
-/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:301 "if freesSlot { self.slots.free() }" */
+/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:127 "self.drainInboxLocked()" */
+/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:150 "if self.inbox.isEmpty { return }" */
+/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:156 "var oldestFirst = self.inbox.takeAllOldestFirst()" */
+/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:173 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
+/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:299 "if freesSlot { self.slots.free() }" */
 /* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:192 "core.pushToInbox(operation)" */
 /* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:193 "guard core.needsWakeAfterInboxPush() else { return }" */
 /* [A_LOCK]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:194 "core.lockAndAdmit()" */
@@ -247,7 +267,7 @@
 #define MAXFAIL 2                           /* thread starts that fail, in all */
 #endif
 #ifndef MAXSPUR
-#define MAXSPUR 2                           /* spurious wakeups, in all */
+#define MAXSPUR 2                           /* spurious returns from a park, in all */
 #endif
 #ifdef TIMER_CAN_FAIL
 #define MAXTIMERFAIL 1                      /* DeadlineTimer.insert failures (A5) */
@@ -255,10 +275,11 @@
 #define MAXTIMERFAIL 0
 #endif
 
-/* Wake actions (IdleWorkers.WakeAction). */
+/* Wake actions (IdleWorkers.WakeAction): .signal carries the worker taken out of the idle line (SIG0 + w). */
 #define NONE  0
-#define SIG   1
-#define SPAWN 2
+#define SPAWN 1
+#define SIG0  2
+#define ISSIG(a) ((a) >= SIG0)
 
 /* The hint word's bits (IdleHints). */
 #define SPINNING_BIT 1
@@ -272,7 +293,7 @@
 #define O_TAKEN 3
 
 /* ---- Shared state. Under `mtx` (QueueCore.lock) except inbox (nin and the O_INBOX marks: lock-free pushes),
- * hint (the IdleHints word) and inwait (the condition variable's own state). ---- */
+ * hint (the IdleHints word) and token (each parker's futex word: atomics). ---- */
 bool mtx = false;                           /* QueueCore.lock held (A1) */
 #ifdef RAISE_WIDTH
 byte limit = 1;                             /* slots.limit: 1, raised to LIMIT by widener() */
@@ -290,7 +311,11 @@ bool spinning = false;                      /* idle.spinning */
 bool retryPending = false;                  /* idle.retryPending */
 byte hint = CANSPAWN_BIT;                   /* [H_INIT] the published word */
 byte retries = 0;                           /* SpawnRetry entries on the process timer, not yet fired */
-bool inwait[LIMIT];                         /* worker w blocked in workAvailable.wait(), not yet woken (A2) */
+bool inLine[LIMIT];                         /* worker w in the idle line (parked, not taken by a wake decision) */
+bool token[LIMIT];                          /* worker w's parker holds a notification (A2) */
+#ifdef BROKEN_WAKE_ONLY_SLEEPERS
+bool asleep[LIMIT];                         /* worker w inside futex_wait (the broken variant only) */
+#endif
 byte opst[NOPS];                            /* each operation's place: O_NEW, O_INBOX, O_READY, O_TAKEN */
 byte k = 0;                                 /* scratch index, used only inside atomic steps, left at 0 */
 
@@ -300,13 +325,14 @@ byte added = 0;                             /* operations pushed */
 byte ntaken = 0;                            /* operations taken by a worker */
 byte stuck = 0;                             /* operations taken that never finish (their worker stays busy) */
 byte fails = 0;                             /* thread starts failed */
-byte spur = 0;                              /* spurious wakeups happened */
+byte spur = 0;                              /* spurious returns from a park happened */
 byte timerFails = 0;                        /* timer inserts failed (-DTIMER_CAN_FAIL only) */
 
 #define THREADCOUNT (threads + starting)
 #define CANDISPATCH (nready > 0 && running < limit)              /* [SL_CANDISPATCH] (never suspended) */
 /* [Q_PUBLISH] IdleWorkers.hintWord: [I_HSPIN] [I_HPARKED] [I_HCANSPAWN] */
-#define HINTW ((spinning -> SPINNING_BIT : 0) | (parked > wakeups -> PARKED_BIT : 0) | \
+#define INLINE (inLine[0] + (LIMIT == 2 -> inLine[LIMIT - 1] : 0))   /* idle.idleCount */
+#define HINTW ((spinning -> SPINNING_BIT : 0) | (INLINE > 0 -> PARKED_BIT : 0) | \
                ((THREADCOUNT < limit && !retryPending) -> CANSPAWN_BIT : 0))
 #ifdef BROKEN_NO_WAKE_AFTER_PUSH
 /* The adder ignores the parked bit: it takes the lock only when a thread may be started. */
@@ -317,11 +343,13 @@ byte timerFails = 0;                        /* timer inserts failed (-DTIMER_CAN
 /* Progress: every operation added has been taken, unless every slot is held by one that never finishes. */
 #define ALL_RAN (ntaken == NOPS || stuck == limit)
 
-/* S1: IdleWorkers.check() ([I_CHECK1] [I_CHECK2]) and the slot and counter bounds, after every locked step.
+/* S1: IdleWorkers.check() ([I_CHECK1] [I_CHECKLINE] [I_CHECK2]) and the slot and counter bounds, after every
+ * locked step.
  * Counters are bytes: one going below zero wraps to 255 and fails the upper bounds here (besides the
  * preconditions asserted before each decrement, as in the Swift code). */
 inline inv() {
     assert(wakeups <= parked);
+    assert(INLINE == parked - wakeups);
     assert(parked + (spinning -> 1 : 0) <= THREADCOUNT);
     assert(running <= limit);
     assert(THREADCOUNT <= limit && parked <= LIMIT && starting <= LIMIT && nin <= NOPS && nready <= NOPS);
@@ -351,9 +379,13 @@ inline drainInbox() {
 /* IdleWorkers.wakeOrSpawn, called by wakeOrSpawnLocked ([D_CALL]); wanted = running + ready.count. */
 inline wakeOrSpawn(a) {
     if
-    :: CANDISPATCH && !spinning && parked > wakeups ->       /* [I_GUARD] [I_SPINNING] [I_PARKEDQ] */
-        wakeups++; a = SIG                                   /* [I_SIGNAL] */
-    :: CANDISPATCH && !spinning && parked <= wakeups && THREADCOUNT < limit && THREADCOUNT < running + nready && !retryPending ->
+    :: CANDISPATCH && !spinning && inLine[0] ->              /* [I_GUARD] [I_SPINNING] [I_PARKEDQ] */
+        inLine[0] = false; wakeups++; a = SIG0               /* [I_POP] [I_SIGNAL] */
+#if LIMIT == 2
+    :: CANDISPATCH && !spinning && inLine[1] ->
+        inLine[1] = false; wakeups++; a = SIG0 + 1
+#endif
+    :: CANDISPATCH && !spinning && INLINE == 0 && THREADCOUNT < limit && THREADCOUNT < running + nready && !retryPending ->
         /* [I_SPAWNQ] */
         starting++; a = SPAWN                                /* [I_RESERVE] */
     :: else -> a = NONE
@@ -363,7 +395,7 @@ inline wakeOrSpawn(a) {
 /* collectWakeActionsLocked: [C_ROOM] room = min(ready, limit - running), then [C_EACH] one decision per
  * operation that may start, stopping at the first .none ([C_NONE]). Each decision that acts publishes
  * ([D_PUBLISH] [H_STORE]): a step of its own, so an adder may read the word between two decisions. */
-inline collect(nsig, nspawn) {
+inline collect(sigs, nspawn) {
     atomic { room = (nready < limit - running -> nready : limit - running) }  /* [SL_ROOM] */
     do
     :: atomic {
@@ -371,7 +403,7 @@ inline collect(nsig, nspawn) {
         wakeOrSpawn(act2);
         if
         :: act2 == NONE -> room = 0
-        :: act2 == SIG -> nsig++; room--; hint = HINTW
+        :: ISSIG(act2) -> sigs = sigs | (1 << (act2 - SIG0)); room--; hint = HINTW
         :: act2 == SPAWN -> nspawn++; room--; hint = HINTW
         fi;
         act2 = NONE; inv() }
@@ -379,20 +411,25 @@ inline collect(nsig, nspawn) {
     od
 }
 
-/* workAvailable.signal(), after unlocking: wakes one blocked waiter if there is one (which, if several, is
- * nondeterministic), else nothing (A2). */
-inline signal() {
-    atomic {
-        if
-        :: inwait[0] -> inwait[0] = false
-#if LIMIT == 2
-        :: inwait[1] -> inwait[1] = false
-        :: !inwait[0] && !inwait[1] -> skip
+/* ThreadParker.unpark (cshim_parker_unpark, [C_UNPARK]), after unlocking: leaves a notification with worker w,
+ * which wakes it if it sleeps, or lets its next park return at once (A2). */
+inline unpark(w) {
+#ifdef BROKEN_WAKE_ONLY_SLEEPERS
+    /* A wake that only reaches a worker already asleep (a bare futex_wake, no notification kept): one sent
+     * between the worker's unlock and its sleep is lost. */
+    atomic { if :: asleep[w] -> asleep[w] = false; token[w] = true :: else -> skip fi }
 #else
-        :: !inwait[0] -> skip
+    atomic { token[w] = true }
 #endif
-        fi
-    }
+}
+
+/* WakePlan.unparkAll, after unlocking: each worker in the plan's bitmask, one step each. */
+inline unparkAll(sigs) {
+    if :: (sigs & 1) != 0 -> unpark(0) :: else -> skip fi;
+#if LIMIT == 2
+    if :: (sigs & 2) != 0 -> unpark(1) :: else -> skip fi;
+#endif
+    sigs = 0
 }
 
 /* threadFailedToStart: the failure path. */
@@ -413,10 +450,7 @@ inline spawnFailed() {
     collect(fsig, fspawn);                                   /* [F_COLLECT] */
     assert(fspawn == 0);                                     /* no thread is started while the retry is pending */
     atomic { hint = HINTW; inv(); mtx = false };             /* [F_PUBLISH], unlock */
-    do                                                       /* [F_PERFORM] signals only */
-    :: fsig > 0 -> signal(); fsig--
-    :: else -> break
-    od;
+    unparkAll(fsig);                                         /* [F_PERFORM] signals only */
     if
     :: atomic { timerFails < MAXTIMERFAIL -> timerFails++ }; /* the timer thread could not start (A5) */
         atomic { !mtx -> mtx = true; retryPending = false; hint = HINTW; inv(); mtx = false }   /* [F_NOTSCHED] [I_RETRYNOTSCHED] */
@@ -443,7 +477,7 @@ inline spawnWorker() {
 /* perform(action), after unlocking. */
 inline perform(a) {
     if
-    :: a == SIG -> signal()                                  /* [P_SIGNAL] */
+    :: ISSIG(a) -> unpark(a - SIG0)                          /* [P_SIGNAL] */
     :: a == SPAWN -> spawnWorker()                           /* [P_SPAWN] */
     :: else -> skip
     fi;
@@ -513,7 +547,7 @@ end_busy:   false                                            /* [W_RUN] runs for
         atomic { drops = false; mtx = false };               /* [W_DROPSQ] [W_DROPOUT] unlocked */
         atomic { !mtx -> mtx = true; drainInbox(); inv() }   /* [W_DROPLOCK], continue: [W_DRAIN] */
     :: !CANDISPATCH && !fin && !drops ->                     /* no spin: PARKED */
-        atomic { parked++; hint = HINTW; inv() };            /* [W_PARKING] [I_PARKING] [W_PARKPUB] */
+        atomic { parked++; inLine[me] = true; hint = HINTW; inv() };   /* [W_PARKING] [I_PARKING] [I_JOINLINE] [W_PARKPUB] */
         atomic {
 #ifdef BROKEN_NO_RECHECK
             waits = true;                                    /* parks without looking at the inbox again */
@@ -521,26 +555,46 @@ end_busy:   false                                            /* [W_RUN] runs for
             waits = (nin == 0);                              /* [W_RECHECK] [IB_EMPTY] */
 #endif
             if
-            :: waits -> inwait[me] = true; mtx = false       /* [W_WAIT]: pthread_cond_wait releases the mutex */
+            :: waits -> mtx = false                          /* [W_PARKUNLOCK] */
             :: else -> skip
             fi
         };
         if
         :: waits ->
-end_park:   atomic {
-                !inwait[me] && !mtx -> mtx = true;           /* woken (signal or spurious), the mutex again */
-                assert(parked > 0); parked--;                /* [W_UNPARKED] [I_UNPARK] */
-                if :: wakeups > 0 -> wakeups-- :: else -> skip fi;      /* [I_CONSUME] */
-                if :: wakeups > parked -> wakeups = parked :: else -> skip fi;   /* [I_CLAMP] */
-                hint = HINTW; inv()                          /* [W_UNPARKPUB] */
-            }
-        :: else ->
-            atomic {
-                assert(parked > 0); parked--;                /* [W_UNPARKED] waited: false */
-                if :: wakeups > parked -> wakeups = parked :: else -> skip fi;
-                hint = HINTW; inv()                          /* [W_UNPARKPUB] */
-            }
+            /* [W_PARK] cshim_parker_park: [C_PARKFAULT] a spurious return, or [C_PARK] [C_PARKWAIT] [C_PARKTAKE]
+             * take the notification, sleeping until there is one. */
+#ifdef BROKEN_WAKE_ONLY_SLEEPERS
+            atomic { asleep[me] = true };
+#endif
+end_park:   if
+            :: atomic { token[me] -> token[me] = false
+#ifdef BROKEN_WAKE_ONLY_SLEEPERS
+                        ; asleep[me] = false
+#endif
+                      }
+            :: atomic { spur < MAXSPUR -> spur++
+#ifdef BROKEN_WAKE_ONLY_SLEEPERS
+                        ; asleep[me] = false
+#endif
+                      }
+            fi;
+            atomic { !mtx -> mtx = true }                    /* [W_PARKRELOCK] */
+        :: else -> skip
         fi;
+        atomic {
+            assert(parked > 0); parked--;                    /* [W_UNPARKED] [I_UNPARK] */
+#ifdef BROKEN_SPURIOUS_COUNTS_AS_SIGNAL
+            /* Every return from a park taken as a wakeup decided for this worker. */
+            if :: inLine[me] -> inLine[me] = false :: else -> skip fi;
+            assert(wakeups > 0); wakeups--;
+#else
+            if
+            :: inLine[me] -> inLine[me] = false              /* [I_NOTPOPPED] [I_LEAVELINE]: not signalled */
+            :: else -> assert(wakeups > 0); wakeups--        /* [I_CONSUME]: taken by a wake decision */
+            fi;
+#endif
+            hint = HINTW; inv()                              /* [W_UNPARKPUB] */
+        };
         atomic { maySpin = true; waits = false; drainInbox(); inv() }   /* [W_WOKE], continue: [W_DRAIN] */
     od
 }
@@ -588,26 +642,11 @@ end_idle:
        };
        collect(nsig, nspawn);                                /* [R_COLLECT] */
        atomic { hint = HINTW; inv(); mtx = false };          /* [R_PUBLISH], unlock */
-       do                                                    /* [R_PERFORM] [PP_SIGNALS] */
-       :: nsig > 0 -> signal(); nsig--
-       :: else -> break
-       od;
+       unparkAll(nsig);                                      /* [R_PERFORM] [PP_SIGNALS] */
        do                                                    /* [PP_SPAWNS] */
        :: nspawn > 0 -> spawnWorker(); nspawn--
        :: else -> break
        od
-    od
-}
-
-/* ---------------------------------------------------------------------------------------------------------
- * spurious(): up to MAXSPUR spurious wakeups of a blocked worker (A2). */
-active proctype spurious() {
-end_spur:
-    do
-    :: atomic { spur < MAXSPUR && inwait[0] -> inwait[0] = false; spur++ }
-#if LIMIT == 2
-    :: atomic { spur < MAXSPUR && inwait[1] -> inwait[1] = false; spur++ }
-#endif
     od
 }
 
@@ -635,10 +674,7 @@ proctype widener() {
 #endif
     collect(nsig, nspawn);                                   /* [WD_COLLECT] */
     atomic { mtx = false };
-    do                                                       /* [WD_PERFORM] [PP_SIGNALS] */
-    :: nsig > 0 -> signal(); nsig--
-    :: else -> break
-    od;
+    unparkAll(nsig);                                         /* [WD_PERFORM] [PP_SIGNALS] */
     do                                                       /* [PP_SPAWNS] */
     :: nspawn > 0 -> spawnWorker(); nspawn--
     :: else -> break

@@ -35,7 +35,8 @@ enum {
     CSHIM_FAULT_SET_PRIORITY = 3,    // setpriority: -1 with the answer in errno (EPERM, EACCES)
     CSHIM_FAULT_EVENTFD = 4,         // eventfd: -1 with the answer in errno (EMFILE, ENFILE)
     CSHIM_FAULT_COND_WAIT = 5,       // pthread_cond_(timed)wait: non-zero means wake spuriously
-    CSHIM_FAULT_SITE_COUNT = 6
+    CSHIM_FAULT_PARK = 6,            // cshim_parker_park: returned at once, no notification consumed (spurious)
+    CSHIM_FAULT_SITE_COUNT = 7
 };
 
 /// The hook's type: `site` in, 0 (no fault) or an error number out.
@@ -120,6 +121,24 @@ int cshim_pthread_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex);
 /// Pthread-style: 0, ETIMEDOUT, or another error number. Through the fault seam (`CSHIM_FAULT_COND_WAIT`).
 int cshim_pthread_cond_timedwait_ns(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline_ns);
 
+// MARK: - Parker (one thread's futex word)
+/// One thread's parking word: the futex protocol of Rust's std `Parker` (and of a Java `LockSupport` permit), and
+/// nothing more. States: EMPTY (0), NOTIFIED (1), PARKED (UINT32_MAX). `cshim_parker_unpark` stores NOTIFIED
+/// (release) and calls `futex_wake` only if the owner was PARKED; `cshim_parker_park` consumes a NOTIFIED at once,
+/// or goes EMPTY → PARKED and sleeps in `futex_wait` until it can take NOTIFIED → EMPTY (acquire). So a
+/// notification sent before the owner parks is kept (at most one), and nothing the unparking thread wrote before
+/// unparking is missed by the parked one. Only the owning thread parks; any thread may unpark. The word must not
+/// move while in use (allocate it; Swift's `ThreadParker` does). Who parks and whom to wake is the Swift side's.
+typedef struct { uint32_t state; } cshim_parker;
+/// Sets the word EMPTY. Not thread-safe (before first use).
+static inline void cshim_parker_init(cshim_parker *parker) { __atomic_store_n(&parker->state, 0, __ATOMIC_RELAXED); }
+/// Wraps `futex(FUTEX_WAIT_PRIVATE)` in the protocol above: returns 0 once a notification was consumed. Through the
+/// fault seam (`CSHIM_FAULT_PARK`): a fault returns its answer at once, consuming nothing (a spurious return; the
+/// caller must tell it apart by its own state).
+int cshim_parker_park(cshim_parker *parker);
+/// Makes one notification available to the owner and wakes it if it sleeps (`futex(FUTEX_WAKE_PRIVATE, 1)`).
+/// Any thread; never blocks.
+void cshim_parker_unpark(cshim_parker *parker);
 /// Wraps `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds. CLOCK_MONOTONIC cannot fail on Linux.
 static inline uint64_t cshim_clock_monotonic_ns(void) {
     struct timespec ts;

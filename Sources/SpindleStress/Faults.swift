@@ -6,7 +6,8 @@ import Synchronization
 // of its own), plus a signal storm. What is injected, each from the run's seed:
 // - thread creation fails (EAGAIN) with probability `FaultPass.threadCreate`: queue workers (first and later),
 //   block-operation helpers, concurrent operations' threads, the deadline timer, run-loop threads;
-// - 1 % of condition waits return spuriously (every lock-and-condition wait in Spindle);
+// - 1 % of condition waits return spuriously (every lock-and-condition wait in Spindle), and 5 % of queue workers'
+//   parks;
 // - 30 % of thread renames and priority changes fail;
 // - a signal storm: SIGUSR1, installed without SA_RESTART, sent to the process every 200 µs, so blocking calls
 //   (poll, futex waits, nanosleep) return EINTR all run long.
@@ -40,6 +41,7 @@ enum FaultPass {
         }
         SpindleFaults.inject(.threadCreate, .probability(threadCreate, seed: seed))
         SpindleFaults.inject(.conditionWait, .probability(0.01, seed: seed &+ 1))
+        SpindleFaults.inject(.park, .probability(0.05, seed: seed &+ 4))
         SpindleFaults.inject(.threadName, .probability(0.3, seed: seed &+ 2))
         SpindleFaults.inject(.threadPriority, .probability(0.3, seed: seed &+ 3))
     }

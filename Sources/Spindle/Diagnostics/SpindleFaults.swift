@@ -33,6 +33,8 @@ import Synchronization
         case eventDescriptor
         /// `pthread_cond_wait` / `pthread_cond_timedwait`: the wait returns at once, unsignalled (a spurious wakeup).
         case conditionWait
+        /// A queue worker's park (`cshim_parker_park`): it returns at once, unnotified (a spurious wakeup).
+        case park
 
         var defaultError: Int32 {
             switch self {
@@ -42,6 +44,7 @@ import Synchronization
             case .threadPriority: EPERM
             case .eventDescriptor: EMFILE
             case .conditionWait: 1
+            case .park: 1
             }
         }
     }

@@ -10,7 +10,8 @@ import CShim
 ///   which saves a park and a wake when work comes that soon. While a worker spins, events wake nobody: the
 ///   spinner takes the work and wakes the next worker itself if more is ready. It always looks again under the
 ///   lock before parking, so no push is missed. At light load the policy is COLD and workers park at once;
-/// - PARKED (`idle.parked`): waiting on `workAvailable`; `idle.wakeupsInFlight` counts signals not yet consumed.
+/// - PARKED (`idle.parked`): asleep on its own `ThreadParker`, in `idle`'s idle line until a wake decision takes
+///   it (first parked, first woken); `idle.wakeupsInFlight` counts the ones taken and not yet back.
 /// A worker with nothing runnable first takes back other workers' unclaimed reservations, if a slot is free.
 /// BUSY → SPINNING (nothing runnable, the policy says spin, nobody else spins, and it did not spin yet in this idle
 /// spell or since its last wakeup) → BUSY (work arrived) or PARKED (window spent, still nothing) → BUSY
@@ -38,7 +39,7 @@ extension QueueCore {
             canDispatch: self.canDispatchLocked, shuttingDown: self.shuttingDown,
             wanted: self.slots.running + self.ready.count, limit: self.slots.limit)
         if action != .none {
-            if action == .signal { self.idle.lastSignalAt = cshim_clock_monotonic_ns() }
+            if case .signal(let parker) = action { parker.signalledAt = cshim_clock_monotonic_ns() }
             self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start
         }
         return action
@@ -61,14 +62,14 @@ extension QueueCore {
     func perform(_ action: WakeAction) {
         switch action {
         case .none: return
-        case .signal: self.workAvailable.signal()
+        case .signal(let parker): parker.unpark()
         case .spawn(let index): self.spawnWorker(index)
         case .performOnRunLoop: self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
         }
     }
 
     func perform(_ plan: IdleWorkers.WakePlan) {
-        for _ in 0..<plan.signals { self.workAvailable.signal() }
+        plan.unparkAll()
         for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }
         if plan.performOnRunLoop { self.perform(.performOnRunLoop) }
     }
@@ -88,6 +89,7 @@ extension QueueCore {
         var drainWaiters: [SpindleSemaphore]? = nil  // async queue waiters to signal with `finished`'s waiters
         var dropped: Unmanaged<SpindleOperation>? = nil  // a reference to release once unlocked
         var state = WorkerState()
+        let parker = ThreadParker()
         self.lock.lock()
         self.reservations.append(reservation)
         while !self.shuttingDown {
@@ -190,14 +192,18 @@ extension QueueCore {
                 continue
             }
             // PARKED: advertise, then look at the inbox once more (a push that missed the advertisement is seen
-            // here). A spurious wakeup finds nothing and parks again.
-            self.idle.parking()
+            // here), then sleep until popped and unparked. A spurious return finds itself still in the idle line,
+            // leaves it, and looks for work again.
+            self.idle.parking(parker)
             self.publishIdleLocked()
-            let waits = self.inbox.isEmpty
-            if waits { self.workAvailable.wait() }
-            self.idle.unparked(waited: waits)
+            if self.inbox.isEmpty {
+                self.lock.unlock()
+                parker.park()
+                self.lock.lock()
+            }
+            let signalled = self.idle.unparked(parker)
             self.publishIdleLocked()
-            state.woke(workArrivedAt: self.idle.lastSignalAt)
+            state.woke(workArrivedAt: signalled ? parker.signalledAt : 0)
         }
         self.reservations.removeAll { $0 === reservation }
         self.lock.unlock()

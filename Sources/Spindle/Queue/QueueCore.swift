@@ -3,7 +3,7 @@ import Synchronization
 /// The engine behind a `SpindleOperationQueue`: its operations, ready buckets, slots and pool of worker threads.
 /// The public handle owns it; workers hold it too, so it outlives the handle until the workers have exited.
 ///
-/// Guards: every `var` below is protected by `lock` (the mutex shared by `workAvailable` and `drained`), except
+/// Guards: every `var` below is protected by `lock` (the mutex `drained` waits with; parked workers sleep on their own `ThreadParker`s), except
 /// `handle` (set once in `init`; valid while `outstanding > 0`, since the core then retains it, and while anyone
 /// calls into the handle), `outstanding` (atomic),
 /// `pushes` (atomic, a hint for spinning workers), `idleHints` (the adding thread's view of `idle`; see
@@ -42,7 +42,6 @@ import Synchronization
 /// worker that performs the shutdown itself is detached instead, as it is about to exit). Forward only.
 final class QueueCore: @unchecked Sendable {
     let lock = SpindleMutex(.adaptive)  // short sections, taken by the adding thread and every worker
-    let workAvailable: SpindleCondition
     let drained: SpindleCondition
     @exclusivity(unchecked) unowned(unsafe) var handle: SpindleOperationQueue?
 
@@ -112,7 +111,6 @@ final class QueueCore: @unchecked Sendable {
         self.name = name
         self.slots = DispatchSlots(requested: limit, resolved: QueueCore.resolve(limit))
         self.idle = IdleWorkers(servedByRunLoop: servingRunLoop != nil)
-        self.workAvailable = SpindleCondition(sharing: self.lock)
         self.drained = SpindleCondition(sharing: self.lock)
     }
 
@@ -329,11 +327,11 @@ final class QueueCore: @unchecked Sendable {
     /// The handle is gone (so there are no members): stop and join the workers. A worker running this (the last
     /// operation released the queue from its finish path) detaches itself instead of joining itself.
     func shutdown() {
-        let workers: [SpindleThread] = self.lock.withLock {
+        let (workers, parked) = self.lock.withLock {
             self.shuttingDown = true
-            self.workAvailable.broadcast()
-            return self.idle.threads
+            return (self.idle.threads, self.idle.wakeAll())
         }
+        parked.unparkAll()
         let me = ThreadContext.current.workerOf === self ? SpindleThread.current : nil
         for worker in workers {
             if worker === me {

@@ -1,10 +1,13 @@
+import Synchronization
 import Glibc
 import Testing
 
 @_spi(Faults) @testable import Spindle
 
 /// Every failure path that the fault seam reaches, made to fail on purpose. Each test faults only its own
-/// thread's calls (`onlyOnThisThread`), since other suites run in the same process at the same time, and the suite
+/// thread's calls (`onlyOnThisThread`), since other suites run in the same process at the same time (except the
+/// queue workers' spurious parks, which no thread-scoped schedule reaches and which only make other suites' workers
+/// look for work once more), and the suite
 /// is serialized because the seam's schedules and the diagnostics handler are process-wide.
 @Suite(.serialized) struct FaultSeamTests {
     /// Collects the diagnostics events of one test (the handler is process-wide: filter by what the test made).
@@ -208,6 +211,31 @@ import Testing
             #expect(!condition.wait(until: .after(.milliseconds(10))) { true })
             condition.unlock()
             #expect(SpindleFaults.injected(.conditionWait) > 0)
+        }
+    }
+
+    @Test func queueWorkersWhoseParksReturnSpuriouslyRunEveryOperationOnce() throws {
+        try self.withFaults { _ in
+            // Process-wide (worker threads carry no scope): every other park of any queue worker returns at once,
+            // unnotified. Harmless to other suites' queues, whose workers then just look for work once more.
+            SpindleFaults.inject(.park, .everyNth(2))
+            let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
+            let done = try SpindleSemaphore(value: 0)
+            let runs = Atomic<Int>(0)
+            for round in 0..<200 {
+                // One at a time, so the workers park between rounds; every third round, a pair.
+                let count = round % 3 == 0 ? 2 : 1
+                for _ in 0..<count {
+                    queue.addOperation {
+                        runs.add(1, ordering: .relaxed)
+                        done.signal()
+                    }
+                }
+                for _ in 0..<count { #expect(done.wait(until: .after(.seconds(10))), "round \(round) stalled") }
+            }
+            #expect(try queue.waitUntilAllOperationsAreFinished(until: .after(.seconds(10))))
+            #expect(runs.load(ordering: .relaxed) == 200 + 67)
+            #expect(SpindleFaults.injected(.park) > 0)
         }
     }
 }

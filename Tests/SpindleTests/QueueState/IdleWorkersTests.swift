@@ -7,19 +7,21 @@ import Testing
 @Suite struct IdleWorkersTests {
     private typealias Action = IdleWorkers.WakeAction
 
-    /// A pool-served unit with `started` running threads, `parked` of them parked.
-    private func pool(started: Int, parked: Int = 0) -> IdleWorkers {
+    /// A pool-served unit with `started` running threads, the first `parked` of them parked (in that order),
+    /// and the parkers of all of them.
+    private func pool(started: Int, parked: Int = 0) -> (IdleWorkers, [ThreadParker]) {
         var idle = IdleWorkers(servedByRunLoop: false)
+        let parkers = (0..<started).map { _ in ThreadParker() }
         for _ in 0..<started {
             guard case .spawn = idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 64, limit: 64) else {
                 Issue.record("expected a spawn")
-                return idle
+                return (idle, parkers)
             }
             _ = idle.threadStarted(SpindleThread.current)
         }
-        for _ in 0..<parked { idle.parking() }
+        for parker in parkers.prefix(parked) { idle.parking(parker) }
         #expect(idle.check())
-        return idle
+        return (idle, parkers)
     }
 
     @Test func threadsAreStartedUpToTheWidthAndNoMoreThanTheWorkWants() {
@@ -42,16 +44,17 @@ import Testing
     }
 
     @Test func aFailedStartHandsWorkToParkedWorkersAndHoldsBackSpawnsUntilTheRetry() {
-        var idle = self.pool(started: 1, parked: 1)
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .signal)
+        var (idle, w) = self.pool(started: 1, parked: 1)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .signal(w[0]))
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .spawn(1))
         _ = idle.threadFailedToStart()
         // Adders are told no thread may be added (they leave the work in the inbox for the retry) ...
         #expect(idle.hintWord(limit: 4) & IdleHints.canSpawnBit == 0)
         // ... and a parked worker still takes work at once.
-        idle.unparked()
-        idle.parking()
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .signal)
+        let back1 = idle.unparked(w[0])
+        #expect(back1)
+        idle.parking(w[0])
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .signal(w[0]))
         idle.retryNotScheduled()  // the timer could not take the retry: events start threads again
         #expect(idle.hintWord(limit: 4) & IdleHints.canSpawnBit != 0)
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .spawn(1))
@@ -72,55 +75,86 @@ import Testing
         #expect(idle.spawnFailures == 0 && !idle.retryPending && idle.check())
     }
 
-    @Test func twoParkedAndThreeRunnableSignalTwiceThenStartAThread() {
-        var idle = self.pool(started: 2, parked: 2)
+    @Test func twoParkedAndThreeRunnableWakeBothInTheOrderTheyParkedThenStartAThread() {
+        var (idle, w) = self.pool(started: 2)
+        idle.parking(w[1])
+        idle.parking(w[0])
         var actions: [Action] = []
         for _ in 0..<3 { actions.append(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4)) }
-        #expect(actions == [.signal, .signal, .spawn(2)])
-        #expect(idle.wakeupsInFlight == 2 && idle.check())
-        // Both woken workers leave their park: the signals are consumed.
-        idle.unparked()
-        idle.unparked()
+        #expect(actions == [.signal(w[1]), .signal(w[0]), .spawn(2)])
+        #expect(idle.wakeupsInFlight == 2 && idle.idleCount == 0 && idle.check())
+        // Both woken workers come back: each was signalled.
+        let back0a = idle.unparked(w[0]), back0b = idle.unparked(w[1])
+        #expect(back0a && back0b)
         #expect(idle.parked == 0 && idle.wakeupsInFlight == 0 && idle.check())
     }
 
     @Test func nobodyIsWokenWhileAWorkerSpinsAndOnlyOneMaySpin() {
-        var idle = self.pool(started: 2, parked: 1)
+        var (idle, w) = self.pool(started: 2, parked: 1)
         let first = idle.beginSpin(), second = idle.beginSpin()
         #expect(first && !second)
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 5, limit: 4) == .none)
         idle.endSpin()
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 5, limit: 4) == .signal)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 5, limit: 4) == .signal(w[0]))
         #expect(idle.check())
     }
 
     @Test func nothingHappensWithoutDispatchableWorkOrDuringShutdown() {
-        var idle = self.pool(started: 1, parked: 1)
+        var (idle, _) = self.pool(started: 1, parked: 1)
         #expect(idle.wakeOrSpawn(canDispatch: false, shuttingDown: false, wanted: 5, limit: 4) == .none)
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: true, wanted: 5, limit: 4) == .none)
         #expect(idle.wakeupsInFlight == 0 && idle.starting == 0)
     }
 
     @Test func aSignalledWorkerIsNotSignalledAgain() {
-        var idle = self.pool(started: 1, parked: 1)
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 2, limit: 1) == .signal)
+        var (idle, w) = self.pool(started: 1, parked: 1)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 2, limit: 1) == .signal(w[0]))
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 2, limit: 1) == .none)
-        // A spurious wakeup of another parker may consume the count; never below zero, never above `parked`.
-        idle.parking()
-        idle.unparked()
-        idle.unparked()
+        let back2 = idle.unparked(w[0])
+        #expect(back2)
         #expect(idle.parked == 0 && idle.wakeupsInFlight == 0 && idle.check())
     }
 
-    @Test func aWorkerThatSawWorkBeforeWaitingLeavesAnotherWorkersSignalCounted() {
-        var idle = self.pool(started: 2, parked: 1)
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 2, limit: 2) == .signal)
-        idle.parking()  // the second worker parks, sees the inbox non-empty and does not wait
-        idle.unparked(waited: false)
-        #expect(idle.parked == 1 && idle.wakeupsInFlight == 1 && idle.check())
-        #expect(idle.hintWord(limit: 2) & IdleHints.parkedBit == 0)  // the parked one is still known signalled
-        idle.unparked()
+    @Test func aWorkerThatSawWorkBeforeSleepingLeavesTheLineWithoutTakingAnotherWorkersWakeup() {
+        var (idle, w) = self.pool(started: 2, parked: 1)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 2, limit: 2) == .signal(w[0]))
+        idle.parking(w[1])  // the second worker parks, sees the inbox non-empty and does not sleep
+        let back3 = idle.unparked(w[1])
+        #expect(!back3)
+        #expect(idle.parked == 1 && idle.wakeupsInFlight == 1 && idle.idleCount == 0 && idle.check())
+        #expect(idle.hintWord(limit: 2) & IdleHints.parkedBit == 0)  // the parked one is known signalled
+        let back4 = idle.unparked(w[0])
+        #expect(back4)
         #expect(idle.parked == 0 && idle.wakeupsInFlight == 0 && idle.check())
+    }
+
+    @Test func aSpuriousReturnFromTheMiddleOfTheLineKeepsTheOthersInOrder() {
+        var (idle, w) = self.pool(started: 3, parked: 3)
+        let back101 = idle.unparked(w[1])
+        #expect(!back101)  // its park returned without a wake decision
+        #expect(idle.parked == 2 && idle.idleCount == 2 && idle.check())
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .signal(w[0]))
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .signal(w[2]))
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .none)
+        // The last of the line leaving on its own (a spurious return) relinks the end: a later park joins after it.
+        var (other, v) = self.pool(started: 2, parked: 2)
+        let back5 = other.unparked(v[1])
+        #expect(!back5)
+        other.parking(v[1])
+        #expect(other.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 2) == .signal(v[0]))
+        #expect(other.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 2) == .signal(v[1]))
+        #expect(other.check())
+    }
+
+    @Test func shutdownWakesEveryParkedWorkerThroughOnePlan() {
+        var (idle, w) = self.pool(started: 3, parked: 3)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .signal(w[0]))
+        let plan = idle.wakeAll()
+        #expect(plan.signals == 2 && plan.firstSignal === w[1] && w[1].nextToWake === w[2])
+        #expect(idle.idleCount == 0 && idle.wakeupsInFlight == 3 && idle.check())
+        plan.unparkAll()  // leaves a notification with each (nobody sleeps here) and clears the chain
+        #expect(w[1].nextToWake == nil && w[2].nextToWake == nil)
+        #expect(w[1].park() && w[2].park())  // the notifications are there: neither sleeps
     }
 
     @Test func aRunLoopServedQueueSchedulesOnePerformAtATime() {
@@ -135,20 +169,24 @@ import Testing
     @Test func theHintWordSaysSpinningUnsignalledParkedAndRoomForAThread() {
         var idle = IdleWorkers(servedByRunLoop: false)
         #expect(idle.hintWord(limit: 2) == IdleHints.canSpawnBit)
-        idle = self.pool(started: 2, parked: 1)
+        var w: [ThreadParker]
+        (idle, w) = self.pool(started: 2, parked: 1)
         #expect(idle.hintWord(limit: 2) == IdleHints.parkedBit)
         #expect(idle.hintWord(limit: 3) == IdleHints.parkedBit | IdleHints.canSpawnBit)
         // Once the parked worker has a signal on its way, adds need not take the lock.
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 2) == .signal)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 2) == .signal(w[0]))
         #expect(idle.hintWord(limit: 2) == 0)
         let began = idle.beginSpin()
         #expect(began && idle.hintWord(limit: 2) == IdleHints.spinningBit)
     }
 
-    @Test func aWakePlanCountsSignalsAndConsecutiveSpawnsWithoutAllocating() {
-        var idle = self.pool(started: 1, parked: 1)
+    @Test func aWakePlanChainsSignalsAndCountsConsecutiveSpawns() {
+        var (idle, w) = self.pool(started: 2, parked: 2)
         var plan = IdleWorkers.WakePlan()
-        for _ in 0..<4 { plan.add(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 8, limit: 4)) }
-        #expect(plan == IdleWorkers.WakePlan(signals: 1, firstSpawn: 1, spawns: 3, performOnRunLoop: false))
+        for _ in 0..<5 { plan.add(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 8, limit: 5)) }
+        #expect(plan.signals == 2 && plan.firstSignal === w[0] && w[0].nextToWake === w[1] && w[1].nextToWake == nil)
+        #expect(plan.firstSpawn == 2 && plan.spawns == 3 && !plan.performOnRunLoop)
+        plan.unparkAll()
+        #expect(w[0].nextToWake == nil)
     }
 }

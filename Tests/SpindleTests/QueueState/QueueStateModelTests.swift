@@ -92,6 +92,8 @@ import Testing
         var rng = SplitMix64(seed: seed)
         var model = Model()
         let threads = 4
+        let parkers = (0..<threads).map { _ in ThreadParker() }
+        var asleep: [ThreadParker] = []  // parked: in the idle line, or taken by a wake decision
         for step in 0..<100_000 {
             switch rng.below(100) {
             case 0..<30: model.admit(isBarrier: rng.below(10) == 0)
@@ -113,11 +115,18 @@ import Testing
                     }
                 }
             case 94..<97:
-                // A worker that is not parked or spinning parks; or a parked one leaves.
-                if model.idle.parked + (model.idle.spinning ? 1 : 0) < model.idle.threads.count && rng.below(2) == 0 {
-                    model.idle.parking()
-                } else if model.idle.parked > 0 {
-                    model.idle.unparked()
+                // A worker that is not parked or spinning parks; or a parked one comes back (signalled, or seeing
+                // work before sleeping, or spuriously).
+                let awake = parkers.prefix(model.idle.threads.count).filter { p in !asleep.contains { $0 === p } }
+                if model.idle.parked + (model.idle.spinning ? 1 : 0) < model.idle.threads.count && rng.below(2) == 0,
+                    let parker = awake.first
+                {
+                    model.idle.parking(parker)
+                    asleep.append(parker)
+                } else if !asleep.isEmpty {
+                    let parker = asleep.remove(at: rng.below(asleep.count))
+                    let wasInLine = parker.inIdleLine
+                    if model.idle.unparked(parker) == wasInLine { model.fail("step \(step): unparked misreported") }
                 }
             default:
                 if model.idle.spinning {

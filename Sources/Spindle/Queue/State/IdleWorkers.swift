@@ -1,40 +1,63 @@
 /// The queue's worker threads as the wake decision sees them, and that decision: how to get one more operation
 /// running (wake a parked worker, start a thread, ask the serving run loop, or nothing). A unit of the queue's
 /// locked state: a value stored in `QueueCore` and guarded by `QueueCore.lock`. It decides and never acts: the
-/// caller sends the signal, starts the thread or schedules the perform after unlocking, and publishes
+/// caller unparks the worker, starts the thread or schedules the perform after unlocking, and publishes
 /// `hintWord` to `IdleHints` after every change (the adding thread's lock-free view of this unit).
 ///
 /// Fields (all under `QueueCore.lock`):
 /// - `threads`: the workers started (joined at shutdown); `starting`: places reserved for threads being created;
-/// - `parked`: workers waiting on `QueueCore.workAvailable`; `wakeupsInFlight`: signals sent to them and not yet
-///   consumed;
+/// - `parked`: workers between `parking` and `unparked`; of them, `wakeupsInFlight` were popped by a wake decision
+///   (their `ThreadParker` handed to a waker) and have not yet come back; the others wait in the idle line
+///   (`idleFirst` … `idleLast`, linked both ways through `ThreadParker.nextParked`/`previousParked`; `idleCount` of
+///   them). A wake takes the worker that parked first, as a condition variable or libdispatch's semaphore would.
+///   Waking the one that parked last (LIFO, tokio's and Go's choice, for a warm cache) measured slower here: on
+///   2 vCPUs the scheduler returns that worker to the CPU it just left idle, so every hand-off wakes a halted
+///   vCPU (submit→run→signal round trip, same waiter: 30–39 µs LIFO against 14–19 µs FIFO, `BENCHMARKS.md`);
 /// - `spinning`: a worker is polling for work without the lock (at most one);
 /// - `performPending`: a run-loop-served queue has a dispatching perform scheduled on its loop (at most one);
-/// - `lastSignalAt`: when the last signal was decided (see there);
 /// - `spawnFailures`: thread starts failed in a row (0 after one succeeds); `retryPending`: after a failure, a
 ///   retry is scheduled on the process timer (`QueueCore.SpawnRetry`), and until it runs no event starts a thread
 ///   (so a process out of threads is not hammered with `pthread_create` on every add; the retry's backoff
 ///   doubles from 1 ms to 1 s).
 ///
 /// Invariants (`check()`, asserted in debug builds after every change):
-/// `0 <= wakeupsInFlight <= parked`, `parked + (spinning ? 1 : 0) <= threads.count + starting`, `starting >= 0`;
-/// a run-loop-served queue has no threads.
+/// `0 <= wakeupsInFlight <= parked`, `idleCount == parked - wakeupsInFlight`,
+/// `parked + (spinning ? 1 : 0) <= threads.count + starting`, `starting >= 0`; a run-loop-served queue has no
+/// threads.
 ///
 /// A worker's states, as this unit counts them (transitions under the lock, by the worker itself unless noted):
 /// BUSY → SPINNING (`beginSpin`, only if nobody spins) → BUSY (work seen) or PARKED;
-/// BUSY → PARKED (`parking`) → BUSY (`unparked`, after a signal, a spurious wakeup, or shutdown).
+/// BUSY → PARKED, in the idle line (`parking`) → POPPED (`wakeOrSpawn` returned `.signal`, or `wakeAll` at
+/// shutdown, by any thread) → BUSY (`unparked`, after its `park` returned); PARKED in the stack → BUSY directly
+/// (`unparked`) when it saw work before sleeping or `park` returned spuriously.
 /// A thread is STARTING (`wakeOrSpawn` returned `.spawn`, by any thread) → BUSY (`threadStarted`) or gone
 /// (`threadFailedToStart`, which sets `retryPending`; `retryStarted` clears it when the retry runs, or
 /// `retryNotScheduled` if the timer could not take it, and then the next event starts a thread).
 struct IdleWorkers {
-    /// What to do after unlocking so that one more operation runs. `spawn` carries the new thread's index, which
-    /// names it (`spindle.wN`).
-    enum WakeAction: Equatable { case none, signal, spawn(Int), performOnRunLoop }
+    /// What to do after unlocking so that one more operation runs. `signal` carries the popped worker's parker
+    /// (retained: the waker unparks it); `spawn` carries the new thread's index, which names it (`spindle.wN`).
+    enum WakeAction: Equatable {
+        case none, signal(ThreadParker), spawn(Int), performOnRunLoop
+
+        static func == (a: WakeAction, b: WakeAction) -> Bool {
+            switch (a, b) {
+            case (.none, .none), (.performOnRunLoop, .performOnRunLoop): true
+            case (.signal(let x), .signal(let y)): x === y
+            case (.spawn(let x), .spawn(let y)): x == y
+            default: false
+            }
+        }
+
+        var isSignal: Bool { if case .signal = self { true } else { false } }
+    }
 
     /// What to do after unlocking so that several more operations run (a batch add, a width or suspension
-    /// change): a value, so deciding allocates nothing.
-    struct WakePlan: Equatable {
-        var signals = 0
+    /// change, shutdown). Deciding allocates nothing: the parkers to unpark are chained through their
+    /// `nextToWake`.
+    struct WakePlan {
+        private(set) var signals = 0
+        private(set) var firstSignal: ThreadParker? = nil
+        private var lastSignal: ThreadParker? = nil
         var firstSpawn = 0
         var spawns = 0
         var performOnRunLoop = false
@@ -42,11 +65,24 @@ struct IdleWorkers {
         mutating func add(_ action: WakeAction) {
             switch action {
             case .none: return
-            case .signal: self.signals += 1
+            case .signal(let parker):
+                if let last = self.lastSignal { last.nextToWake = parker } else { self.firstSignal = parker }
+                self.lastSignal = parker
+                self.signals += 1
             case .spawn(let index):
                 if self.spawns == 0 { self.firstSpawn = index }
                 self.spawns += 1
             case .performOnRunLoop: self.performOnRunLoop = true
+            }
+        }
+
+        /// Unparks the chained parkers (after unlocking), clearing the chain as it goes.
+        func unparkAll() {
+            var next = self.firstSignal
+            while let parker = next {
+                next = parker.nextToWake
+                parker.nextToWake = nil
+                parker.unpark()
             }
         }
     }
@@ -55,12 +91,11 @@ struct IdleWorkers {
     private(set) var starting = 0
     private(set) var parked = 0
     private(set) var wakeupsInFlight = 0
+    private var idleFirst: ThreadParker? = nil
+    private unowned(unsafe) var idleLast: ThreadParker? = nil
+    private(set) var idleCount = 0
     private(set) var spinning = false
     private(set) var performPending = false
-    /// When the last `.signal` was decided (monotonic ns, stamped by the caller): the moment work arrived for a
-    /// parked worker, which the woken worker reports to its `SpinPolicy` instead of the moment it got to run
-    /// (that includes the wake's own latency, which a spin would not have paid).
-    var lastSignalAt: UInt64 = 0
     private(set) var spawnFailures = 0
     private(set) var retryPending = false
     /// The queue is served by a run loop instead of a pool (immutable).
@@ -82,9 +117,9 @@ struct IdleWorkers {
             return .performOnRunLoop
         }
         if self.spinning { return .none }
-        if self.parked > self.wakeupsInFlight {
+        if let first = self.popIdle() {
             self.wakeupsInFlight += 1
-            return .signal
+            return .signal(first)
         }
         let count = self.threadCount
         if count < limit && count < wanted && !self.retryPending {
@@ -141,17 +176,58 @@ struct IdleWorkers {
         self.spinning = false
     }
 
-    /// A worker is about to wait on `workAvailable`.
-    mutating func parking() { self.parked += 1 }
+    /// A worker is about to park on `parker`: it joins the end of the idle line.
+    mutating func parking(_ parker: ThreadParker) {
+        precondition(!parker.inIdleLine, "IdleWorkers: a worker parked twice")
+        self.parked += 1
+        parker.inIdleLine = true
+        parker.previousParked = self.idleLast
+        if let last = self.idleLast { last.nextParked = parker } else { self.idleFirst = parker }
+        self.idleLast = parker
+        self.idleCount += 1
+    }
 
-    /// A worker left its park. `waited`: it did wait (signalled, or spuriously), and consumes a signal if one is in
-    /// flight (a spurious wakeup that consumes another worker's signal only leads to one extra signal later); a
-    /// worker that saw work before waiting consumes none (nobody could signal it in between: both under the lock).
-    mutating func unparked(waited: Bool = true) {
+    /// A parked worker is back under the lock. Returns whether a wake decision had popped it (it was signalled);
+    /// if not (it saw work before sleeping, or its park returned spuriously) it leaves the idle line here.
+    mutating func unparked(_ parker: ThreadParker) -> Bool {
         precondition(self.parked > 0, "IdleWorkers: unparked without parking")
         self.parked -= 1
-        if waited && self.wakeupsInFlight > 0 { self.wakeupsInFlight -= 1 }
-        if self.wakeupsInFlight > self.parked { self.wakeupsInFlight = self.parked }
+        if parker.inIdleLine {
+            self.removeFromIdle(parker)
+            return false
+        }
+        precondition(self.wakeupsInFlight > 0, "IdleWorkers: a popped worker without a wakeup in flight")
+        self.wakeupsInFlight -= 1
+        return true
+    }
+
+    /// Shutdown: pops every parked worker; the caller unparks them after unlocking.
+    mutating func wakeAll() -> WakePlan {
+        var plan = WakePlan()
+        while let first = self.popIdle() {
+            self.wakeupsInFlight += 1
+            plan.add(.signal(first))
+        }
+        return plan
+    }
+
+    private mutating func popIdle() -> ThreadParker? {
+        guard let first = self.idleFirst else { return nil }
+        self.removeFromIdle(first)
+        return first
+    }
+
+    /// Unlinks `parker` from the idle line, wherever it is.
+    private mutating func removeFromIdle(_ parker: ThreadParker) {
+        precondition(parker.inIdleLine, "IdleWorkers: unlinking a parker that is not in the idle line")
+        let next = parker.nextParked
+        let previous = parker.previousParked
+        if let previous { previous.nextParked = next } else { self.idleFirst = next }
+        if let next { next.previousParked = previous } else { self.idleLast = previous }
+        parker.nextParked = nil
+        parker.previousParked = nil
+        parker.inIdleLine = false
+        self.idleCount -= 1
     }
 
     /// The serving run loop ran the scheduled perform.
@@ -164,7 +240,7 @@ struct IdleWorkers {
     func hintWord(limit: Int) -> UInt8 {
         var word: UInt8 = 0
         if self.spinning { word |= IdleHints.spinningBit }
-        if self.parked > self.wakeupsInFlight { word |= IdleHints.parkedBit }
+        if self.idleFirst != nil { word |= IdleHints.parkedBit }
         if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }
         return word
     }
@@ -172,6 +248,7 @@ struct IdleWorkers {
     /// The invariants above.
     func check() -> Bool {
         self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0
+            && self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)
             && self.parked + (self.spinning ? 1 : 0) <= self.threadCount
             && (!self.servedByRunLoop || self.threadCount == 0)
     }
