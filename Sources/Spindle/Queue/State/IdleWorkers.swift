@@ -10,9 +10,9 @@
 ///   (their `ThreadParker` handed to a waker) and have not yet come back; the others wait in the idle line
 ///   (`idleFirst` … `idleLast`, linked both ways through `ThreadParker.nextParked`/`previousParked`; `idleCount` of
 ///   them). A wake takes the worker that parked first, as a condition variable or libdispatch's semaphore would.
-///   Waking the one that parked last (LIFO, tokio's and Go's choice, for a warm cache) measured slower here: on
-///   2 vCPUs the scheduler returns that worker to the CPU it just left idle, so every hand-off wakes a halted
-///   vCPU (submit→run→signal round trip, same waiter: 30–39 µs LIFO against 14–19 µs FIFO, `BENCHMARKS.md`);
+///   Waking the one that parked last (LIFO, tokio's and Go's choice, for a warm cache) measured slower on this
+///   2-vCPU machine (submit→run→signal round trip, same waiter: 30–39 µs LIFO against 14–19 µs FIFO, with far
+///   fewer CPU migrations; `BENCHMARKS.md`);
 /// - `spinning`: a worker is polling for work without the lock (at most one);
 /// - `performPending`: a run-loop-served queue has a dispatching perform scheduled on its loop (at most one);
 /// - `spawnFailures`: thread starts failed in a row (0 after one succeeds); `retryPending`: after a failure, a
