@@ -1,5 +1,6 @@
 // CShim: wrappers that cannot be static inline (attributes that need cleanup, GNU-only macros).
-// Stateless. Each says which libc calls it wraps; see CShim.h for the error style.
+// Stateless but for the fault hook and the fork generation. Each says which libc calls it wraps; see CShim.h for
+// the error style.
 #ifndef _GNU_SOURCE
 #error You must define _GNU_SOURCE (Package.swift passes it through cSettings)
 #endif
@@ -130,4 +131,17 @@ int cshim_parker_park(cshim_parker *parker) {
 void cshim_parker_unpark(cshim_parker *parker) {
     if (__atomic_exchange_n(&parker->state, CSHIM_PARKER_NOTIFIED, __ATOMIC_RELEASE) == CSHIM_PARKER_PARKED)
         syscall(SYS_futex, &parker->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+uint64_t cshim_fork_generation_value = 0;
+static pthread_once_t cshim_fork_once = PTHREAD_ONCE_INIT;
+static int cshim_fork_track_error = 0;
+
+static void cshim_fork_child(void) { __atomic_add_fetch(&cshim_fork_generation_value, 1, __ATOMIC_RELAXED); }
+
+static void cshim_fork_register(void) { cshim_fork_track_error = pthread_atfork(NULL, NULL, cshim_fork_child); }
+
+int cshim_fork_generation_track(void) {
+    pthread_once(&cshim_fork_once, cshim_fork_register);
+    return cshim_fork_track_error;
 }

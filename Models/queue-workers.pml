@@ -211,11 +211,11 @@
 /* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:250 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
 /* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:251 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
 /* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:252 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount" */
-/* [C_PARK]        PIN CShim/shim.c:119 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
-/* [C_PARKWAIT]    PIN CShim/shim.c:122 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
-/* [C_PARKTAKE]    PIN CShim/shim.c:124 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
-/* [C_PARKFAULT]   PIN CShim/shim.c:113 "int fault = cshim_fault(CSHIM_FAULT_PARK);" */
-/* [C_UNPARK]      PIN CShim/shim.c:131 "if (__atomic_exchange_n(&parker->state, CSHIM_PARKER_NOTIFIED, __ATOMIC_RELEASE) == CSHIM_PARKER_PARKED)" */
+/* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
+/* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
+/* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
+/* [C_PARKFAULT]   PIN CShim/shim.c:114 "int fault = cshim_fault(CSHIM_FAULT_PARK);" */
+/* [C_UNPARK]      PIN CShim/shim.c:132 "if (__atomic_exchange_n(&parker->state, CSHIM_PARKER_NOTIFIED, __ATOMIC_RELEASE) == CSHIM_PARKER_PARKED)" */
 /* [H_INIT]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:24 "private let word = Atomic<UInt8>(IdleHints.canSpawnBit)" */
 /* [H_STORE]         PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:31 "self.word.store(value, ordering: .sequentiallyConsistent)" */
 /* [H_LOAD]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:39 "let value = self.word.load(ordering: .sequentiallyConsistent)" */
@@ -223,27 +223,27 @@
 /* [IB_CAS]          PIN Sources/Spindle/Queue/FastPath/Inbox.swift:32 "let (done, seen) = self.head.compareExchange(" */
 /* [IB_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Inbox.swift:41 "var isEmpty: Bool { self.head.load(ordering: .sequentiallyConsistent) == 0 }" */
 /* [IB_TAKEALL]      PIN Sources/Spindle/Queue/FastPath/Inbox.swift:50 "var node = Inbox.link(bits: self.head.exchange(0, ordering: .sequentiallyConsistent))" */
-/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:127 "self.drainInboxLocked()" */
-/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:150 "if self.inbox.isEmpty { return }" */
-/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:156 "var oldestFirst = self.inbox.takeAllOldestFirst()" */
-/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:173 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
-/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:299 "if freesSlot { self.slots.free() }" */
-/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:192 "core.pushToInbox(operation)" */
-/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:193 "guard core.needsWakeAfterInboxPush() else { return }" */
-/* [A_LOCK]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:194 "core.lockAndAdmit()" */
-/* [A_DECIDE]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:195 "let action = core.wakeOrSpawnLocked()" */
-/* [A_UNLOCK]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:196 "core.lock.unlock()" */
-/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:197 "core.perform(action)" */
+/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:131 "self.drainInboxLocked()" */
+/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:154 "if self.inbox.isEmpty { return }" */
+/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:160 "var oldestFirst = self.inbox.takeAllOldestFirst()" */
+/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:177 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
+/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:303 "if freesSlot { self.slots.free() }" */
+/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:195 "core.pushToInbox(operation)" */
+/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:196 "guard core.needsWakeAfterInboxPush() else { return }" */
+/* [A_LOCK]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:197 "core.lockAndAdmit()" */
+/* [A_DECIDE]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:198 "let action = core.wakeOrSpawnLocked()" */
+/* [A_UNLOCK]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:199 "core.lock.unlock()" */
+/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:200 "core.perform(action)" */
 /* [SL_CANDISPATCH]  PIN Sources/Spindle/Queue/State/DispatchSlots.swift:33 "func canDispatch(ready: Int) -> Bool { ready > 0 && self.hasFreeSlot }" */
 /* [SL_ROOM]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:36 "func room(ready: Int) -> Int { self.suspended ? 0 : max(0, min(ready, self.limit - self.running)) }" */
 /* [SL_TAKE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:41 "self.running += 1" */
 /* [SL_FREE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:48 "self.running -= 1" */
-/* [WD_ADMIT]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:226 "let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in" */
-/* [WD_SET]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:227 "core.slots.setWidth(requested: value, resolved: QueueCore.resolve(value))" */
-/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:229 "core.publishIdleLocked()" */
-/* [WD_DRAIN]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:230 "core.drainInboxLocked()  // adds that saw the old hint (no thread to start) left their operations here" */
-/* [WD_COLLECT]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:231 "return core.collectWakeActionsLocked()" */
-/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:233 "core.perform(actions)" */
+/* [WD_ADMIT]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:237 "let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in" */
+/* [WD_SET]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:238 "core.slots.setWidth(requested: value, resolved: QueueCore.resolve(value))" */
+/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:240 "core.publishIdleLocked()" */
+/* [WD_DRAIN]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:241 "core.drainInboxLocked()  // adds that saw the old hint (no thread to start) left their operations here" */
+/* [WD_COLLECT]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:242 "return core.collectWakeActionsLocked()" */
+/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:244 "core.perform(actions)" */
 
 
 #ifndef LIMIT

@@ -139,6 +139,18 @@ int cshim_parker_park(cshim_parker *parker);
 /// Makes one notification available to the owner and wakes it if it sleeps (`futex(FUTEX_WAKE_PRIVATE, 1)`).
 /// Any thread; never blocks.
 void cshim_parker_unpark(cshim_parker *parker);
+// MARK: - fork()
+/// How many `fork()`s separate this process from the one that first called `cshim_fork_generation_track`: 0 in
+/// that process, incremented by a `pthread_atfork` child handler in each child. Spindle compares it with the
+/// value an object recorded when it was made, to tell objects of a parent process (whose threads do not exist
+/// here) from its own. Relaxed: only the child handler writes it, before any other thread of the child exists.
+extern uint64_t cshim_fork_generation_value;
+static inline uint64_t cshim_fork_generation(void) {
+    return __atomic_load_n(&cshim_fork_generation_value, __ATOMIC_RELAXED);
+}
+/// Wraps `pthread_atfork(NULL, NULL, child)` (once per process, through `pthread_once`), where `child` increments
+/// `cshim_fork_generation_value`. Pthread-style: 0, or the error of `pthread_atfork` (ENOMEM).
+int cshim_fork_generation_track(void);
 /// Wraps `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds. CLOCK_MONOTONIC cannot fail on Linux.
 static inline uint64_t cshim_clock_monotonic_ns(void) {
     struct timespec ts;

@@ -63,6 +63,9 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case batchExceedsCapacity(name: String, count: Int, capacity: Int)
     /// A queue capacity below 1.
     case invalidCapacity(Int)
+    /// Using, in a process made by `fork()`, a queue made before the fork: its worker threads stayed in the parent,
+    /// so it takes no work and waits for nothing here. Make a new queue in the child.
+    case forkedChild(name: String)
 
     // MARK: Run loops (cases used by Sources/Spindle/RunLoop)
     /// Sending to, or scheduling, a port that was invalidated.
@@ -103,6 +106,8 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .invalidConcurrencyLimit(let v):
             return "maxConcurrentOperationCount must be >= 0 or the default sentinel (\(v) was given)"
         case .waitOnOwnQueue(let n): return "an operation of queue '\(n)' cannot wait for that queue to drain"
+        case .forkedChild(let n):
+            return "queue '\(n)' was made before fork(): its threads are in the parent, so it takes no work in the child"
         case .duplicateInBatch(let n): return "operation '\(n)' appears twice in one batch"
         case .queueFull(let n, let c): return "queue '\(n)' is full (capacity \(c)); nothing was added"
         case .batchExceedsCapacity(let n, let count, let c):

@@ -29,6 +29,8 @@ let allScenarios: [Scenario] = [
              invariants: SuspendScenario.invariants, run: SuspendScenario.run),
     Scenario(name: "semaphore", summary: "semaphore exactness, permit conservation, bad and huge timeouts",
              invariants: SemaphoreScenario.invariants, run: SemaphoreScenario.run),
+    Scenario(name: "fork", summary: "fork() with a busy queue: the child is refused the parent's queue, runs its own",
+             invariants: ForkScenario.invariants, run: ForkScenario.run),
     Scenario(name: "misuse", summary: "API misuse: typed errors, state unchanged",
              invariants: MisuseScenario.invariants, run: MisuseScenario.run),
     Scenario(name: "churn", summary: "queue create/destroy; threads and fds back to baseline",

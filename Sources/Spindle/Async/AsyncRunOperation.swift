@@ -13,9 +13,11 @@
 /// - `waiting` → `abandoned` (the task was cancelled before the body started: resumed with `CancellationError` at
 ///   once and the operation cancelled; `main`, if a worker still calls it, returns without running the body);
 /// - `running` → `done` and `waiting` → `done` (the operation finished and settled, in `start` after
-///   `super.start()`: resumed with the outcome, or `CancellationError` if the operation was cancelled).
-/// The continuation is resumed exactly once: by `install` (pre-cancelled), `awaitingTaskCancelled` (abandoned) or
-/// `start` (done), each after taking it out under `runLock`.
+///   `super.start()`: resumed with the outcome, or `CancellationError` if the operation was cancelled);
+/// - `waiting` → `done` (`notAdded`: the queue refused the operation, a full queue whose policy refuses or a
+///   forked child's queue from the parent: resumed with that error; the operation never runs).
+/// The continuation is resumed exactly once: by `install` (pre-cancelled), `awaitingTaskCancelled` (abandoned),
+/// `notAdded` or `start` (done), each after taking it out under `runLock`.
 final class AsyncRunOperation<Result: Sendable>: SpindleOperation, @unchecked Sendable {
     enum Phase { case created, waiting, running, abandoned, done }
 
@@ -44,6 +46,21 @@ final class AsyncRunOperation<Result: Sendable>: SpindleOperation, @unchecked Se
         self.phase = .waiting
         self.runLock.unlock()
         return true
+    }
+
+    /// The queue refused to add the operation: the awaiting task gets `error` (unless its cancellation got there
+    /// first).
+    func notAdded(_ error: any Error) {
+        self.runLock.lock()
+        guard self.phase == .waiting else {
+            self.runLock.unlock()
+            return
+        }
+        self.phase = .done
+        let continuation = self.continuation
+        self.continuation = nil
+        self.runLock.unlock()
+        continuation?.resume(throwing: error)
     }
 
     /// The awaiting task was cancelled (its cancellation handler, any thread).

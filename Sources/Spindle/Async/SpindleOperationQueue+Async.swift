@@ -17,6 +17,7 @@ extension SpindleOperationQueue {
         if let op = SpindleAsyncOperation.running, op.owningQueue === self {
             throw SpindleError.waitOnOwnQueue(name: self.name)
         }
+        try self.refuseIfInheritedAcrossFork()
         let core = self.core
         let semaphore = try! SpindleSemaphore(value: 0)  // 0 is a valid value
         let mustWait = core.withAdmittedLock { () -> Bool in
@@ -48,8 +49,9 @@ extension SpindleOperationQueue {
     /// runs after it has thrown. The same holds when the operation is cancelled by other means
     /// (`cancelAllOperations()`).
     ///
-    /// - Throws: the error `body` threw; `CancellationError` as described above (it takes precedence over the
-    ///   body's value or error once the operation was cancelled).
+    /// - Throws: `SpindleError.queueFull` from a full queue whose policy refuses, `SpindleError.forkedChild` from a
+    ///   queue of a parent process (`body` never runs then); the error `body` threw; `CancellationError` as
+    ///   described above (it takes precedence over the body's value or error once the operation was cancelled).
     public func run<Result: Sendable>(priority: SpindleOperation.QueuePriority = .normal,
                                       _ body: @escaping @Sendable () throws -> Result) async throws -> Result {
         let op = AsyncRunOperation<Result>(body)
@@ -57,7 +59,9 @@ extension SpindleOperationQueue {
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Result, any Error>) in
                 if op.install(continuation) {
-                    try! self.addOperation(op)  // a new, private operation can always be added
+                    // A new, private operation: refused only by a full queue whose policy refuses, or by a queue of
+                    // a parent process in a forked child.
+                    do { try self.addOperation(op) } catch { op.notAdded(error) }
                 }
             }
         } onCancel: {

@@ -19,6 +19,9 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
     /// The process-wide deadline timer thread could not start (`errno`): armed deadlines and spawn retries wait
     /// until the next one is armed, which tries again.
     case deadlineTimerFailedToStart(errno: Int32)
+    /// `pthread_atfork` failed (`errno`, ENOMEM): Spindle cannot tell a forked child from its parent, so a queue
+    /// made before a fork is not refused in the child (see `SpindleError.forkedChild`).
+    case forkTrackingUnavailable(errno: Int32)
 
     /// One line, for a log.
     public var description: String {
@@ -33,6 +36,8 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
             "joinable thread '\(name)' released without join(); detached it"
         case .deadlineTimerFailedToStart(let errno):
             "the deadline timer thread could not start (errno \(errno)); the next deadline armed tries again"
+        case .forkTrackingUnavailable(let errno):
+            "pthread_atfork failed (errno \(errno)); queues made before a fork are not refused in the child"
         }
     }
 }

@@ -41,7 +41,9 @@ final class DeadlineEntry: TimerEntry, @unchecked Sendable {
 /// untimed wait; else a wait until the earliest deadline) → firing (due entries popped, lock released) →
 /// sleeping. An insert that becomes the new earliest entry signals it so it re-arms its wait.
 final class DeadlineTimer: @unchecked Sendable {
-    static let shared = DeadlineTimer()
+    /// This process's timer (made again in a forked child: see `PerProcess`).
+    static var shared: DeadlineTimer { DeadlineTimer.perProcess.current }
+    private static let perProcess = PerProcess { DeadlineTimer() }
 
     let condition = SpindleCondition()
     @exclusivity(unchecked) private var heap: [TimerEntry] = []
@@ -90,7 +92,10 @@ final class DeadlineTimer: @unchecked Sendable {
     /// Takes an entry out of the heap (its operation finished); nothing if it already left.
     func remove(_ entry: TimerEntry) {
         self.condition.lock()
-        if entry.index >= 0 { self.removeAt(entry.index) }
+        // The entry may have been armed in a parent process's timer (see `PerProcess`): only remove it from here.
+        if entry.index >= 0 && entry.index < self.heap.count && self.heap[entry.index] === entry {
+            self.removeAt(entry.index)
+        }
         self.condition.unlock()
     }
 

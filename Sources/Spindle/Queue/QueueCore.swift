@@ -96,6 +96,10 @@ final class QueueCore: @unchecked Sendable {
     let idleHints = IdleHints()
     /// `capacity != nil`, for `addOperation`'s one test before its lock-free path (see `BoundedHint`).
     let boundedHint = BoundedHint()
+    /// The `fork()` generation this queue was made in (see `ForkGeneration`): in a forked child it differs, and the
+    /// queue refuses work (`SpindleOperationQueue+Fork`). Set in `init`; changed only by `SpindleFaults`' fork
+    /// simulation, by the test that owns the queue, before and after using it.
+    @exclusivity(unchecked) var forkGeneration = ForkGeneration.current
     /// At most the lowest bucket level of any reserved operation (`FastPath/Reservations`); `noFloor` when none has
     /// been reserved since the queue last had no members. Written under `lock` (with `floorLocked`), read by
     /// adding threads.
@@ -327,6 +331,9 @@ final class QueueCore: @unchecked Sendable {
     /// The handle is gone (so there are no members): stop and join the workers. A worker running this (the last
     /// operation released the queue from its finish path) detaches itself instead of joining itself.
     func shutdown() {
+        // In a forked child the workers are the parent's: nothing to stop or join here (and the lock may have
+        // been held by one of them at the fork).
+        if ForkGeneration.isInherited(self.forkGeneration) { return }
         let (workers, parked) = self.lock.withLock {
             self.shuttingDown = true
             return (self.idle.threads, self.idle.wakeAll())

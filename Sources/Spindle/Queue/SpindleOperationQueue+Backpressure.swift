@@ -38,6 +38,7 @@ extension SpindleOperationQueue {
     /// - Throws: `invalidCapacity` for a capacity below 1; nothing changes then.
     public func setCapacity(_ capacity: Int?, whenFull policy: SpindleFullQueuePolicy? = nil) throws(SpindleError) {
         if let capacity, capacity < 1 { throw .invalidCapacity(capacity) }
+        try self.refuseIfInheritedAcrossFork()
         let core = self.core
         let (grants, actions) = core.withAdmittedLock { () -> ([SpindleSemaphore]?, IdleWorkers.WakePlan) in
             core.capacity = capacity
@@ -99,6 +100,7 @@ extension SpindleOperationQueue {
     /// The bounded add path: `addOperation`/`addOperations` on a bounded queue (`deadline` nil: the queue's
     /// policy) and the timed forms (any queue).
     func addBounded(_ operations: [SpindleOperation], waitUntil deadline: SpindleDeadline?) throws(SpindleError) {
+        try self.refuseIfInheritedAcrossFork()
         let policy: SpindleFullQueuePolicy? = deadline == nil ? nil : .block
         guard let waiter = try self.beginBoundedAdd(operations, policy: policy, checkOwnQueue: deadline == nil) else {
             return
@@ -112,6 +114,7 @@ extension SpindleOperationQueue {
     /// Returns nil when the add is complete.
     func beginBoundedAdd(_ operations: [SpindleOperation], policy: SpindleFullQueuePolicy?,
                          checkOwnQueue: Bool) throws(SpindleError) -> ProducerWaiter? {
+        try self.refuseIfInheritedAcrossFork()
         if operations.count > 1 {
             var seen = Set<ObjectIdentifier>()
             for op in operations where !seen.insert(ObjectIdentifier(op)).inserted {

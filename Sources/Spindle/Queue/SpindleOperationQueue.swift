@@ -54,6 +54,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     ///   on a full queue `queueFull` (policy `.reject`) or `waitOnOwnQueue` (policy `.block`, called from one of
     ///   this queue's operations). The queue and the operation are unchanged then.
     public func addOperation(_ operation: SpindleOperation) throws(SpindleError) {
+        try self.refuseIfInheritedAcrossFork()
         let core = self.core
         if core.boundedHint.isBounded && !operation.isBarrier {
             return try self.addBounded([operation], waitUntil: nil)
@@ -87,6 +88,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     ///   an operation running on this queue asks to wait and the wait could never end: every slot would be held by
     ///   operations waiting like this (width 1, or all but this one already wait so).
     public func addOperations(_ operations: [SpindleOperation], waitUntilFinished: Bool = false) throws(SpindleError) {
+        try self.refuseIfInheritedAcrossFork()
         // A member waiting for a batch in its own queue holds its slot meanwhile: refuse the wait nobody could end.
         if waitUntilFinished && ThreadContext.current.queue === self {
             guard self.core.beginBatchWait() else { throw .waitOnOwnQueue(name: self.name) }
@@ -169,6 +171,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     @discardableResult
     public func addOperation(_ block: consuming @escaping @Sendable () -> Void) -> SpindleBlockOperation {
         let op = SpindleBlockOperation(block)  // moved in: the block's captures are not retained again
+        if self.isInheritedAcrossFork { return self.finishRefused(op) }
         let core = self.core
         if core.boundedHint.isBounded || core.servingRunLoop != nil {
             try! self.addOperation(op)  // a new operation can always be added
@@ -203,6 +206,10 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         let op = SpindleBlockOperation(block)
         op.isBarrier = true
         op.name = "barrier"
+        if self.isInheritedAcrossFork {
+            _ = self.finishRefused(op)
+            return
+        }
         try! self.addOperation(op)  // a new operation can always be added
     }
 
@@ -210,18 +217,22 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// The queue's name (default "SpindleOperationQueue N"). Thread-safe.
     public var name: String {
-        get { self.core.lock.withLock { self.core.name } }
+        get { self.isInheritedAcrossFork ? self.core.name : self.core.lock.withLock { self.core.name } }
         set { self.core.lock.withLock { self.core.name = newValue } }
     }
 
     /// How many operations may run at once; `defaultMaxConcurrentOperationCount` (-1) means the CPU count.
-    public var maxConcurrentOperationCount: Int { self.core.lock.withLock { self.core.slots.requestedLimit } }
+    public var maxConcurrentOperationCount: Int {
+        if self.isInheritedAcrossFork { return self.core.slots.requestedLimit }
+        return self.core.lock.withLock { self.core.slots.requestedLimit }
+    }
 
     /// Changes the width; takes effect at once (raising it starts waiting operations right away; lowering it
     /// lets running ones finish). 0 starts nothing.
     /// - Throws: `invalidConcurrencyLimit` for a negative value other than -1; nothing changes then.
     public func setMaxConcurrentOperationCount(_ value: Int) throws(SpindleError) {
         guard value >= -1 else { throw .invalidConcurrencyLimit(value) }
+        try self.refuseIfInheritedAcrossFork()
         let core = self.core
         let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in
             core.slots.setWidth(requested: value, resolved: QueueCore.resolve(value))
@@ -235,8 +246,9 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// Whether the queue starts nothing new (running operations go on). Setting false starts waiting work.
     public var isSuspended: Bool {
-        get { self.core.lock.withLock { self.core.slots.suspended } }
+        get { self.isInheritedAcrossFork ? self.core.slots.suspended : self.core.lock.withLock { self.core.slots.suspended } }
         set {
+            if self.isInheritedAcrossFork { return }
             let core = self.core
             let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in
                 core.slots.setSuspended(newValue)
@@ -251,7 +263,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// The operations added and not yet finished, in the order they were added (barriers excluded).
     public var operations: [SpindleOperation] {
-        self.core.withAdmittedLock {
+        if self.isInheritedAcrossFork { return [] }
+        return self.core.withAdmittedLock {
             var list: [SpindleOperation] = []
             list.reserveCapacity(self.core.members.countedByCapacity)
             var node = self.core.members.first
@@ -265,7 +278,9 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     }
 
     /// How many operations are in the queue and not finished (barriers excluded). O(1).
-    public var operationCount: Int { self.core.withAdmittedLock { self.core.members.countedByCapacity } }
+    public var operationCount: Int {
+        self.isInheritedAcrossFork ? 0 : self.core.withAdmittedLock { self.core.members.countedByCapacity }
+    }
 
     /// The queue running the calling thread's current operation; on the main thread outside any operation, the
     /// main queue; otherwise nil.
@@ -279,6 +294,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// Cancels every operation in the queue (waiting and running). None is removed at once: waiting ones are
     /// started in turn and finish without running `main`; their completion blocks run.
     public func cancelAllOperations() {
+        if self.isInheritedAcrossFork { return }
         let members: [SpindleOperation] = self.core.withAdmittedLock {
             var list: [SpindleOperation] = []
             list.reserveCapacity(self.core.members.count)
@@ -312,6 +328,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             || context.operation?.owningQueue === self {
             throw .waitOnOwnQueue(name: self.name)
         }
+        try self.refuseIfInheritedAcrossFork()
         let core = self.core
         core.lock.lock()
         defer { core.lock.unlock() }

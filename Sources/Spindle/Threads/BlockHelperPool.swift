@@ -47,8 +47,9 @@ import Synchronization
 /// (after unlocking). If spawning fails (out of threads), the request is dropped: the threads already taking part
 /// in that run run its blocks.
 final class BlockHelperPool: @unchecked Sendable {
-    /// The pool every block operation uses.
-    static let shared = BlockHelperPool()
+    /// The pool every block operation of this process uses (made again in a forked child: see `PerProcess`).
+    static var shared: BlockHelperPool { BlockHelperPool.perProcess.current }
+    private static let perProcess = PerProcess { BlockHelperPool() }
     /// The name of every helper thread.
     static let threadName = "spindle-block"
 
