@@ -100,7 +100,6 @@ extension SpindleOperationQueue {
     /// The bounded add path: `addOperation`/`addOperations` on a bounded queue (`deadline` nil: the queue's
     /// policy) and the timed forms (any queue).
     func addBounded(_ operations: [SpindleOperation], waitUntil deadline: SpindleDeadline?) throws(SpindleError) {
-        try self.refuseIfInheritedAcrossFork()
         let policy: SpindleFullQueuePolicy? = deadline == nil ? nil : .block
         guard let waiter = try self.beginBoundedAdd(operations, policy: policy, checkOwnQueue: deadline == nil) else {
             return
@@ -114,7 +113,7 @@ extension SpindleOperationQueue {
     /// Returns nil when the add is complete.
     func beginBoundedAdd(_ operations: [SpindleOperation], policy: SpindleFullQueuePolicy?,
                          checkOwnQueue: Bool) throws(SpindleError) -> ProducerWaiter? {
-        try self.refuseIfInheritedAcrossFork()
+        try self.refuseIfInheritedAcrossFork()  // every bounded add comes through here (sync, timed and async)
         if operations.count > 1 {
             var seen = Set<ObjectIdentifier>()
             for op in operations where !seen.insert(ObjectIdentifier(op)).inserted {

@@ -47,8 +47,6 @@ struct IdleWorkers {
             default: false
             }
         }
-
-        var isSignal: Bool { if case .signal = self { true } else { false } }
     }
 
     /// What to do after unlocking so that several more operations run (a batch add, a width or suspension
