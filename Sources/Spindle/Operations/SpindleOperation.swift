@@ -16,7 +16,7 @@ import Synchronization
 ///   completion block, dependencies, dependents, observers and pending events, waiters, error, name, thread
 ///   priority, cancellation reason, armed deadline entry) and `dependentsReleased`.
 /// - queue fields (`nextLink` once admitted, `bucketPrev`, `bucketLevel`, `memberNext`, `memberPrev`, `isBarrier`,
-///   `isHeld`, `isAdmitted`, `queueHoldsReference`, `isTimed`): guarded by the owning queue's lock. Before
+///   `placement`, `isTimed`): guarded by the owning queue's lock. Before
 ///   admission `nextLink` is the inbox link, written by the adding thread before its push publishes it; once a
 ///   worker has claimed it from its reservation, or taken it and run it, `nextLink` is that worker's (chaining
 ///   the operations whose bookkeeping it does together).
@@ -38,10 +38,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     // Owned by the queue (under its lock): flags and intrusive links, so enqueueing allocates nothing.
     @exclusivity(unchecked) var bucketLevel: Int8 = -1
     @exclusivity(unchecked) var isBarrier = false
-    @exclusivity(unchecked) var isHeld = false
-    @exclusivity(unchecked) var isAdmitted = false  // a member of its queue (linked in its member list)
-    /// Whether the queue's member list owns the one reference the queue holds (see `QueueCore`, "References").
-    @exclusivity(unchecked) var queueHoldsReference = false
+    /// Where it is in its queue, and so who owns the queue's reference to it (see `QueuePlacement`).
+    @exclusivity(unchecked) var placement = QueuePlacement.outside
     /// Its admission time is in `extras.admittedAt` (its queue collects wait times).
     @exclusivity(unchecked) var isTimed = false
     /// Set (under `lockWord`) once the finish path took `dependents`; later dependencies are not counted.

@@ -17,7 +17,7 @@ extension QueueCore {
                 let s = op.currentState
                 var line = "  \(op.displayName): \(s.lifecycle)\(s.isCancelled ? ", cancelled" : "")"
                 if s.lifecycle == .enqueued {
-                    if op.isHeld {
+                    if op.placement == .held {
                         line += ", held behind a barrier"
                     } else if s.isScheduled {
                         line += ", ready (priority \(op.queuePriority))"

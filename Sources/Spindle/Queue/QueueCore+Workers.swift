@@ -130,10 +130,7 @@ extension QueueCore {
                 } else {
                     // Still running (a concurrent operation): give the reference back to the member list; or it
                     // already finished elsewhere and was unlinked: drop it.
-                    let member = op._withUnsafeGuaranteedRef { op -> Bool in
-                        if op.isAdmitted { op.queueHoldsReference = true }
-                        return op.isAdmitted
-                    }
+                    let member = op._withUnsafeGuaranteedRef { QueueCore.handBackLocked($0) }
                     if !member { dropped = op }
                 }
                 if let doneHead {
@@ -141,7 +138,6 @@ extension QueueCore {
                     while let link = node {
                         let wake = link._withUnsafeGuaranteedRef { x -> [SpindleSemaphore]? in
                             node = x.nextLink
-                            x.bucketLevel = ReadyBuckets.noLevel
                             return self.unlinkFinishedLocked(x, freesSlot: false).wake
                         }
                         if let wake { drainWaiters = (drainWaiters ?? []) + wake }
@@ -255,11 +251,22 @@ extension QueueCore {
         let link = self.ready.popHighest()!
         self.stats.noteRunning(self.slots.take())
         link._withUnsafeGuaranteedRef { op in
-            op.queueHoldsReference = false
+            op.placement.move(to: .taken)
             if op.isTimed { self.recordWaitLocked(op) }
             QueueCore.markDispatching(op)
         }
         return link
+    }
+
+    /// A worker's `start()` of `op` returned while `op` still executes (a concurrent operation): if it is still a
+    /// member, the member list gets the queue's reference back (`taken` → `handedBack`) and this returns true; if it
+    /// already finished elsewhere and was unlinked, the caller still owns the reference and must drop it after
+    /// unlocking. Caller holds `lock`.
+    @inline(__always)
+    static func handBackLocked(_ op: SpindleOperation) -> Bool {
+        guard op.placement == .taken else { return false }
+        op.placement.move(to: .handedBack)
+        return true
     }
 
     /// `enqueued` → `dispatching`, by whoever took the operation (from a bucket, or from its own reservation).
@@ -296,12 +303,7 @@ extension QueueCore {
         context.queue = self.handle
         op._withUnsafeGuaranteedRef { self.run($0) }
         context.queue = outer
-        let member = self.lock.withLock {
-            op._withUnsafeGuaranteedRef { op -> Bool in
-                if op.isAdmitted { op.queueHoldsReference = true }
-                return op.isAdmitted
-            }
-        }
+        let member = self.lock.withLock { op._withUnsafeGuaranteedRef { QueueCore.handBackLocked($0) } }
         if !member { op.release() }
     }
 

@@ -11,7 +11,7 @@ import Synchronization
 /// without the lock by `addOperation`). Bounded queues, blocked producers and the statistics behind `snapshot()`:
 /// see `QueueCore+Backpressure`. The vars are `@exclusivity(unchecked)`: the lock, not the
 /// runtime's dynamic exclusivity checks, makes access exclusive (those checks cost more than the lock here).
-/// Operations' queue links (`bucket*`, `member*`, `isHeld`) are protected by this lock too.
+/// Operations' queue links (`bucket*`, `member*`) and `placement` are protected by this lock too.
 /// Lock order: `DependencyGraph.lock` → `lock` → an operation's `locked`. User code never runs under `lock`.
 ///
 /// Scheduling, O(1) per event, no rescans:
@@ -28,14 +28,14 @@ import Synchronization
 ///
 /// References: the queue holds exactly one retained reference to each operation from the moment it is added (the
 /// inbox push, or admission under the lock) until it has finished and been unlinked, and moves that one reference
-/// around instead of retaining and releasing on each step (links are unmanaged). Its owner is the member list while
-/// `op.queueHoldsReference` is set (from admission until a worker takes or reserves the operation), then the
-/// worker that runs it (a reservation taken back into the buckets gives it back to the member list). A worker
-/// whose operation finished on its thread unlinks it and drops the reference after unlocking. One whose operation
-/// is still running when `start()` returns (a concurrent operation) gives the reference back to the member list
-/// (sets `queueHoldsReference`) if the operation is still a member, or drops it if it was unlinked meanwhile; the
-/// finish path's `operationDidFinish` drops it when the list owns it. All under `lock`; no reference is ever
-/// dropped under it.
+/// around instead of retaining and releasing on each step (links are unmanaged). Who owns it follows from the
+/// operation's `placement` (see `QueuePlacement`): the member list from admission until a worker takes or reserves
+/// it, then that worker (a reservation taken back into the buckets gives it back to the list). A worker whose
+/// operation finished on its thread unlinks it and drops the reference after unlocking. One whose operation is
+/// still running when `start()` returns (a concurrent operation) hands the reference back to the list
+/// (`handBackLocked`) if the operation is still a member, or drops it if it was unlinked meanwhile; the finish
+/// path's `operationDidFinish` drops it when the list owns it. All under `lock`; no reference is ever dropped
+/// under it.
 ///
 /// Lifecycle: `running` (accepting and running work) → `shuttingDown` (the handle was released; only possible
 /// with nothing outstanding, since the core retains the handle until then) → workers exit and are joined (a
@@ -205,15 +205,12 @@ final class QueueCore: @unchecked Sendable {
     func admitLocked(_ link: Unmanaged<SpindleOperation>) {
         let isBarrier = link._withUnsafeGuaranteedRef { op -> Bool in
             if self.stats.collectsWaitTimes { self.stampAdmissionLocked(op) }
-            op.isAdmitted = true
-            op.queueHoldsReference = true
             return op.isBarrier
         }
         self.members.append(link, isBarrier: isBarrier)
-        if !self.barriers.admit(link, isBarrier: isBarrier) {
-            link._withUnsafeGuaranteedRef { $0.isHeld = true }
-            self.releaseHeldLocked()
-        }
+        let released = self.barriers.admit(link, isBarrier: isBarrier)
+        link._withUnsafeGuaranteedRef { $0.placement.move(to: released ? .pending : .held) }
+        if !released { self.releaseHeldLocked() }
     }
 
     /// Releases what the barrier gate lets go now (held operations up to the next barrier, and that barrier once
@@ -221,7 +218,7 @@ final class QueueCore: @unchecked Sendable {
     func releaseHeldLocked() {
         while let (link, _) = self.barriers.nextReleasable() {
             let scheduled = link._withUnsafeGuaranteedRef { op -> Bool in
-                op.isHeld = false
+                op.placement.move(to: .pending)
                 return op.currentState.isScheduled
             }
             if scheduled { self.pushLocked(link) }
@@ -232,9 +229,8 @@ final class QueueCore: @unchecked Sendable {
     /// longer) a member, or already taken by a worker: safe to call for a stale request. Caller holds `lock`.
     func pushLocked(_ link: Unmanaged<SpindleOperation>, announce: Bool = true) {
         let level = link._withUnsafeGuaranteedRef { op -> Int in
-            guard op.isAdmitted, !op.isHeld, op.bucketLevel == ReadyBuckets.noLevel,
-                op.currentState.lifecycle == .enqueued
-            else { return -1 }
+            guard op.placement == .pending, op.currentState.lifecycle == .enqueued else { return -1 }
+            op.placement.move(to: .ready)
             return op.isBarrier ? ReadyBuckets.barrierLevel : op.queuePriority.bucket
         }
         guard level >= 0 else { return }
@@ -297,9 +293,8 @@ final class QueueCore: @unchecked Sendable {
         wake: [SpindleSemaphore]?, dropsReference: Bool
     ) {
         self.members.unlink(op, isBarrier: op.isBarrier)
-        op.isAdmitted = false
-        let dropsReference = op.queueHoldsReference
-        op.queueHoldsReference = false
+        let dropsReference = op.placement.listOwnsReference
+        op.placement.move(to: .outside)
         if freesSlot { self.slots.free() }
         let s = op.currentState
         self.stats.recordFinish(cancelled: s.isCancelled, failed: s.isFailed)
@@ -319,9 +314,10 @@ final class QueueCore: @unchecked Sendable {
     /// A member's priority changed: if it waits in a bucket, move it.
     func priorityChanged(_ op: SpindleOperation) {
         self.lock.withLock {
-            guard op.bucketLevel >= 0, !op.isBarrier else { return }
+            guard op.placement == .ready, !op.isBarrier else { return }
             let link = Unmanaged.passUnretained(op)
             self.ready.remove(link)
+            op.placement.move(to: .pending)
             self.pushLocked(link)
         }
     }

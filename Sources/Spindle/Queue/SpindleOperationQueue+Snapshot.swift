@@ -19,7 +19,7 @@ extension SpindleOperationQueue {
                 let op = link.takeUnretainedValue()
                 node = op.memberNext
                 if op.isBarrier || op.currentState.lifecycle != .enqueued { continue }
-                if op.bucketLevel != ReadyBuckets.noLevel {  // in a bucket, or reserved by a worker
+                if op.placement == .ready || op.placement == .reserved {  // in a bucket, or reserved by a worker
                     ready += 1
                 } else {
                     waiting[op.queuePriority, default: 0] += 1

@@ -142,7 +142,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             let (moved, s) = op.advanceState { $0.enqueuing() }
             guard moved else {
                 switch s.lifecycle {
-                case .enqueued where inLockedBatch && !op.isAdmitted
+                case .enqueued where inLockedBatch && !op.placement.isMember
                     && l.queue?.toOpaque() == Unmanaged.passUnretained(self).toOpaque():
                     return .duplicateInBatch(name: l.name ?? op.defaultName)
                 case .enqueued, .dispatching: return .operationAlreadyInQueue(name: l.name ?? op.defaultName)

@@ -5,7 +5,7 @@ import Synchronization
 /// bookkeeping) then serves up to `batchSize` operations, which is what lets two workers drain a fast producer's
 /// stream of tiny operations without taking turns on the lock for each one.
 ///
-/// What a reserved operation is: out of its bucket (`bucketLevel == ReadyBuckets.reservedLevel`), still
+/// What a reserved operation is: out of its bucket (placement `reserved`, see `QueuePlacement`), still
 /// `enqueued` and scheduled (so it can go back), still a member, and its queue reference is held by the worker's
 /// `Reservation` (not the member list). The worker moves it to `dispatching` only when it claims it, just before
 /// calling `start()`; it runs in that worker's slot (`running` counts the worker once, not each operation).
@@ -74,8 +74,7 @@ extension QueueCore {
             guard level >= 0 else { break }
             self.ready.remove(link)
             link._withUnsafeGuaranteedRef { op in
-                op.bucketLevel = ReadyBuckets.reservedLevel
-                op.queueHoldsReference = false  // the reservation holds it now
+                op.placement.move(to: .reserved)  // the reservation holds the queue's reference now
                 if op.isTimed { self.recordWaitLocked(op) }
             }
             reservation.slots[count] = link
@@ -122,7 +121,7 @@ extension QueueCore {
         while index >= from {
             let link = reservation.slots[index]!
             link._withUnsafeGuaranteedRef { op in
-                op.queueHoldsReference = true  // the member list's again
+                op.placement.move(to: .ready)  // the member list's again
                 self.ready.pushFront(link, level: op.queuePriority.bucket)
             }
             index -= 1

@@ -7,7 +7,7 @@
 ///
 /// Invariants (`check()`, and `QueueCore.checkInvariantsLocked` across units): `first` and `last` are nil together,
 /// exactly when `count == 0`; `0 <= barrierCount <= count`; `countedByCapacity == count - barrierCount`. The
-/// member list owns the queue's reference to a member while `op.queueHoldsReference` is set (see `QueueCore`).
+/// member list owns the queue's reference to a member while its `placement` says so (see `QueuePlacement`).
 struct MemberList {
     private(set) var first: Unmanaged<SpindleOperation>? = nil
     private(set) var last: Unmanaged<SpindleOperation>? = nil

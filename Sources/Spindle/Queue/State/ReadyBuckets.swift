@@ -8,9 +8,6 @@ struct ReadyBuckets {
     static let barrierLevel = 5
     /// `bucketLevel` of an operation in no bucket.
     static let noLevel: Int8 = -1
-    /// `bucketLevel` of an operation a worker has reserved to run next (see `QueueCore.reserveBatchLocked`): out of
-    /// the buckets, still `enqueued`, and not to be pushed again.
-    static let reservedLevel: Int8 = -2
     private var heads: (Link?, Link?, Link?, Link?, Link?, Link?) = (nil, nil, nil, nil, nil, nil)
     private var tails: (Link?, Link?, Link?, Link?, Link?, Link?) = (nil, nil, nil, nil, nil, nil)
     /// Operations in all buckets.
