@@ -113,104 +113,104 @@
  *
  * STEPS AND THE SWIFT LINES THEY STAND FOR (checked by .ci/check-models)
  */
-/* [W_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:93 "self.lock.lock()" */
-/* [W_LOOP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:95 "while !self.shuttingDown {" */
-/* [W_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:96 "self.drainInboxLocked()" */
-/* [W_CANDISPATCH]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:97 "if self.canDispatchLocked {" */
-/* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "let op = self.takeNextLocked()  // the queue's reference is ours now" */
-/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:101 "let chained = self.wakeOrSpawnLocked()" */
-/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:102 "self.lock.unlock()" */
-/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:103 "self.perform(chained)" */
-/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:104 "state.gotWork()" */
-/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:111 "let deferredFinish = self.runOnWorker(op, context)" */
-/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:123 "self.lock.lock()" */
-/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:127 "drainWaiters = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake }" */
-/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:128 "finished = op" */
-/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:129 "drops += 1" */
-/* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "if finished != nil || dropped != nil {" */
-/* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:163 "self.releaseFinished(&finished, &drainWaiters, &dropped)" */
-/* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:164 "self.lock.lock()" */
-/* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "if state.maySpin && state.policy.budgetNanos > 0 && self.idle.beginSpin() {" */
-/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:170 "state.maySpin = false" */
-/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:171 "self.publishIdleLocked()" */
-/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:173 "self.lock.unlock()" */
-/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:176 "let caught = SpinPolicy.spin(" */
-/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:178 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
-/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:179 "self.lock.lock()" */
-/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:180 "self.idle.endSpin()" */
-/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:181 "self.publishIdleLocked()" */
-/* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "continue  // look again under the lock before parking" */
-/* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:185 "if drops > 0 {" */
-/* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:189 "self.dropOutstanding(drops)" */
-/* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:191 "self.lock.lock()" */
-/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:197 "self.idle.parking(parker)" */
-/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:198 "self.publishIdleLocked()" */
-/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:199 "if self.inbox.isEmpty {" */
-/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:200 "self.lock.unlock()" */
-/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:201 "parker.park()" */
-/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:202 "self.lock.lock()" */
-/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:204 "let signalled = self.idle.unparked(parker)" */
-/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:205 "self.publishIdleLocked()" */
-/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:206 "state.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
-/* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:38 "let action = self.idle.wakeOrSpawn(" */
-/* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:43 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
-/* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:52 "let room = self.slots.room(ready: self.ready.count)" */
-/* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:54 "let action = self.wakeOrSpawnLocked()" */
-/* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:55 "if action == .none { break }" */
-/* [P_SIGNAL]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:65 "case .signal(let parker): parker.unpark()" */
-/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:66 "case .spawn(let index): self.spawnWorker(index)" */
-/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:72 "plan.unparkAll()" */
-/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:73 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:255 "let link = self.ready.popHighest()!" */
-/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:256 "self.stats.noteRunning(self.slots.take())" */
+/* [W_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:42 "self.lock.lock()" */
+/* [W_LOOP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:44 "while !self.shuttingDown {" */
+/* [W_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:45 "self.drainInboxLocked()" */
+/* [W_CANDISPATCH]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:46 "if self.canDispatchLocked {" */
+/* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:86 "let op = self.takeNextLocked()  // 1. the queue's reference is ours now" */
+/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:88 "worker.pending.wake.add(self.wakeOrSpawnLocked())  // 3. whom to wake for what is left" */
+/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:89 "self.lock.unlock()" */
+/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:92 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)" */
+/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:90 "worker.gotWork()" */
+/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:94 "let deferredFinish = self.runOnWorker(op, context)" */
+/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:104 "self.lock.lock()" */
+/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:108 "worker.pending.addSemaphores(op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake })" */
+/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:109 "worker.pending.addFinished(op)" */
+/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:110 "worker.pending.outstandingDrops += 1" */
+/* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:53 "if !worker.pending.hasNoReleases {" */
+/* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:55 "self.perform(&worker.pending, keepingDropsBelow: .max)" */
+/* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:56 "self.lock.lock()" */
+/* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:60 "if worker.maySpin && worker.policy.budgetNanos > 0 && self.idle.beginSpin() {" */
+/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:132 "worker.maySpin = false" */
+/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:133 "self.publishIdleLocked()" */
+/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:135 "self.lock.unlock()" */
+/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:138 "let caught = SpinPolicy.spin(" */
+/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:140 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
+/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:141 "self.lock.lock()" */
+/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:142 "self.idle.endSpin()" */
+/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:143 "self.publishIdleLocked()" */
+/* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:62 "continue  // look again under the lock before parking" */
+/* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:64 "if worker.pending.outstandingDrops > 0 {" */
+/* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:68 "self.perform(&worker.pending)" */
+/* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:69 "self.lock.lock()" */
+/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:153 "self.idle.parking(parker)" */
+/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:154 "self.publishIdleLocked()" */
+/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:155 "if self.inbox.isEmpty {" */
+/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:156 "self.lock.unlock()" */
+/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:157 "parker.park()" */
+/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:158 "self.lock.lock()" */
+/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:160 "let signalled = self.idle.unparked(parker)" */
+/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "self.publishIdleLocked()" */
+/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:162 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
+/* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:214 "let action = self.idle.wakeOrSpawn(" */
+/* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:219 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
+/* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:228 "let room = self.slots.room(ready: self.ready.count)" */
+/* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "let action = self.wakeOrSpawnLocked()" */
+/* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:231 "if action == .none { break }" */
+/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:87 "parker.unpark()" */
+/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:288 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Events.swift:287 "plan.unparkAll()" */
+/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:288 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:179 "let link = self.ready.popHighest()!" */
+/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:180 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:29 "override func fire() { self.core.retrySpawn() }" */
 /* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:36 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
 /* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:38 "self.threadFailedToStart(error)" */
 /* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:41 "let (lateForShutdown, recoveredFrom) = self.lock.withLock { () -> (Bool, Int) in" */
 /* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:42 "let failures = self.idle.threadStarted(thread)" */
 /* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "self.publishIdleLocked()" */
-/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:55 "let (plan, delay) = self.lock.withLock { () -> (IdleWorkers.WakePlan, UInt64) in" */
-/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "let delay = self.idle.threadFailedToStart()" */
-/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:57 "self.drainInboxLocked()" */
-/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:58 "let plan = self.collectWakeActionsLocked()" */
-/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:59 "self.publishIdleLocked()" */
-/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:62 "self.perform(plan)" */
-/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:63 "let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))" */
-/* [F_NOTSCHED]      PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:66 "self.idle.retryNotScheduled()" */
-/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:78 "let plan = self.lock.withLock { () -> IdleWorkers.WakePlan in" */
-/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:79 "self.idle.retryStarted()" */
-/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:80 "self.publishIdleLocked()  // first: a later add sees that a thread may start and locks, or we see its push" */
-/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:81 "self.drainInboxLocked()" */
-/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:82 "let plan = self.collectWakeActionsLocked()" */
-/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:83 "self.publishIdleLocked()" */
-/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:86 "self.perform(plan)" */
-/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:111 "guard canDispatch, !shuttingDown else { return .none }" */
-/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:117 "if self.spinning { return .none }" */
-/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:118 "if let first = self.popIdle() {" */
-/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:119 "self.wakeupsInFlight += 1" */
-/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:123 "if count < limit && count < wanted && !self.retryPending {" */
-/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:124 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
-/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:134 "self.starting -= 1" */
-/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:135 "self.threads.append(thread)" */
-/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:146 "self.starting -= 1" */
-/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:148 "self.retryPending = true" */
-/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:153 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_RETRYNOTSCHED] PIN Sources/Spindle/Queue/State/IdleWorkers.swift:156 "mutating func retryNotScheduled() { self.retryPending = false }" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:167 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:174 "self.spinning = false" */
-/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:180 "self.parked += 1" */
-/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:192 "self.parked -= 1" */
-/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:198 "self.wakeupsInFlight -= 1" */
-/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:193 "if parker.inIdleLine {" */
-/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:194 "self.removeFromIdle(parker)" */
-/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:181 "parker.inIdleLine = true" */
-/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:214 "self.removeFromIdle(first)" */
-/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:240 "if self.spinning { word |= IdleHints.spinningBit }" */
-/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:241 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:242 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:248 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:249 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:250 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount" */
+/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:174 "self.lock.lock()" */
+/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:175 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
+/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:176 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
+/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:177 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
+/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:178 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
+/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "self.perform(after)" */
+/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:57 "let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))" */
+/* [F_NOTSCHED]      PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:60 "self.idle.retryNotScheduled()" */
+/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:186 "self.lock.lock()" */
+/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:187 "self.idle.retryStarted()  // 1. threads may start again" */
+/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:188 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
+/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:189 "self.drainInboxLocked()  // 3. admit the inbox" */
+/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:190 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
+/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:191 "self.publishIdleLocked()  // 5. the places just reserved" */
+/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:72 "self.perform(self.spawnRetried())" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:115 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:121 "if self.spinning { return .none }" */
+/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:122 "if let first = self.popIdle() {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:123 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:127 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:128 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:138 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:139 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:150 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:152 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:157 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_RETRYNOTSCHED] PIN Sources/Spindle/Queue/State/IdleWorkers.swift:160 "mutating func retryNotScheduled() { self.retryPending = false }" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:171 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:178 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:184 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:196 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:202 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:197 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:198 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:185 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:218 "self.removeFromIdle(first)" */
+/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:244 "if self.spinning { word |= IdleHints.spinningBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:245 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:246 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:252 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:253 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:254 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount" */
 /* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
 /* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
 /* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
@@ -227,23 +227,23 @@
 /* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:154 "if self.inbox.isEmpty { return }" */
 /* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:160 "var oldestFirst = self.inbox.takeAllOldestFirst()" */
 /* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:177 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
-/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:303 "if freesSlot { self.slots.free() }" */
-/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:195 "core.pushToInbox(operation)" */
-/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:196 "guard core.needsWakeAfterInboxPush() else { return }" */
-/* [A_LOCK]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:197 "core.lockAndAdmit()" */
-/* [A_DECIDE]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:198 "let action = core.wakeOrSpawnLocked()" */
-/* [A_UNLOCK]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:199 "core.lock.unlock()" */
-/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:200 "core.perform(action)" */
+/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:268 "if freesSlot { self.slots.free() }" */
+/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:184 "core.pushToInbox(operation)" */
+/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:185 "guard core.needsWakeAfterInboxPush() else { return }" */
+/* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:23 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */
+/* [A_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:24 "after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake" */
+/* [A_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:25 "self.lock.unlock()" */
+/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:186 "core.perform(core.pushedToInbox())" */
 /* [SL_CANDISPATCH]  PIN Sources/Spindle/Queue/State/DispatchSlots.swift:33 "func canDispatch(ready: Int) -> Bool { ready > 0 && self.hasFreeSlot }" */
 /* [SL_ROOM]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:36 "func room(ready: Int) -> Int { self.suspended ? 0 : max(0, min(ready, self.limit - self.running)) }" */
 /* [SL_TAKE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:41 "self.running += 1" */
 /* [SL_FREE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:48 "self.running -= 1" */
-/* [WD_ADMIT]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:237 "let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in" */
-/* [WD_SET]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:238 "core.slots.setWidth(requested: value, resolved: QueueCore.resolve(value))" */
-/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:240 "core.publishIdleLocked()" */
-/* [WD_DRAIN]        PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:241 "core.drainInboxLocked()  // adds that saw the old hint (no thread to start) left their operations here" */
-/* [WD_COLLECT]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:242 "return core.collectWakeActionsLocked()" */
-/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:244 "core.perform(actions)" */
+/* [WD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:118 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [WD_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:119 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
+/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:121 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
+/* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:122 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
+/* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:123 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
+/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:222 "self.core.perform(self.core.widthChanged(requested: value))" */
 
 
 #ifndef LIMIT
@@ -511,7 +511,7 @@ proctype worker(byte me) {
         wakeOrSpawn(act);                                    /* [W_CHAIN] */
         if :: act != NONE -> hint = HINTW :: else -> skip fi;   /* [D_PUBLISH] */
         inv();
-        maySpin = true; fin = false; op = 0;                 /* [W_GOTWORK]; releaseFinished */
+        maySpin = true; fin = false; op = 0;                 /* [W_GOTWORK]; fin: [W_PERFORM]'s releases */
         mtx = false }                                        /* [W_UNLOCK] */
         perform(act);                                        /* [W_PERFORM] */
         if
@@ -667,7 +667,7 @@ active proctype quiescence() {
  * widener(): one call of setMaxConcurrentOperationCount raising the width from 1 to LIMIT (-DRAISE_WIDTH). */
 proctype widener() {
     byte act2 = NONE, room = 0, nsig = 0, nspawn = 0, fsig = 0, fspawn = 0;
-    atomic { !mtx -> mtx = true; drainInbox(); inv() };      /* [WD_ADMIT] withAdmittedLock: lock, drain */
+    atomic { !mtx -> mtx = true; drainInbox(); inv() };      /* [WD_ADMIT] lockAndAdmit: lock, drain */
     atomic { limit = LIMIT; hint = HINTW; inv() };           /* [WD_SET] [WD_PUBLISH] */
 #ifndef BROKEN_WIDTH_DRAIN_BEFORE_PUBLISH
     atomic { drainInbox(); inv() };                          /* [WD_DRAIN] adds that saw the old hint */

@@ -1,10 +1,10 @@
 /// Async/await on a queue: the async drain wait, `run` (blocking work with its result awaited) and the queue as a
 /// `TaskExecutor`.
 ///
-/// The drain wait registers a fresh `SpindleSemaphore` in `QueueCore.asyncDrainWaiters` (under the queue's lock,
-/// only if the queue has members) and awaits it with the semaphore's async wait. The finish path that empties the
-/// queue takes the whole list under the lock (`takeAsyncDrainWaitersLocked`) and signals each one after unlocking. A cancelled wait withdraws its semaphore under the lock and sets the
-/// field back to nil when it was the last, so a queue nobody awaits pays one nil test, only when it drains.
+/// The drain wait registers a fresh `SpindleSemaphore` with the queue (`QueueCore.asyncDrainWaitBegan`, only if the
+/// queue has members) and awaits it with the semaphore's async wait. The finish path that empties the queue takes
+/// them all under the lock and signals each one after unlocking (see `DrainWaiters`). A cancelled wait withdraws
+/// its semaphore (`asyncDrainWaitCancelled`).
 extension SpindleOperationQueue {
     /// Suspends the calling task until the queue has no operations (including ones added while waiting), as the
     /// blocking form does, without blocking a thread. Cancelling the task ends the wait; it cancels nothing in
@@ -20,20 +20,11 @@ extension SpindleOperationQueue {
         try self.refuseIfInheritedAcrossFork()
         let core = self.core
         let semaphore = try! SpindleSemaphore(value: 0)  // 0 is a valid value
-        let mustWait = core.withAdmittedLock { () -> Bool in
-            if core.members.count == 0 { return false }
-            core.asyncDrainWaiters = (core.asyncDrainWaiters ?? []) + [semaphore]
-            return true
-        }
-        if !mustWait { return }
+        if !core.asyncDrainWaitBegan(semaphore) { return }
         do {
             try await semaphore.wait()
         } catch {
-            core.lock.withLock {
-                guard var list = core.asyncDrainWaiters else { return }
-                if let index = list.firstIndex(where: { $0 === semaphore }) { list.remove(at: index) }
-                core.asyncDrainWaiters = list.isEmpty ? nil : list
-            }
+            core.asyncDrainWaitCancelled(semaphore)
             throw error
         }
     }
@@ -73,15 +64,4 @@ extension SpindleOperationQueue {
     /// width: `withTaskExecutorPreference(queue.taskExecutor) { … }`. Each access makes a small new object that
     /// keeps the queue alive; any of them is equivalent. Callable from any thread.
     public var taskExecutor: SpindleTaskExecutor { SpindleTaskExecutor(queue: self) }
-}
-
-extension QueueCore {
-    /// The queue just drained with async waiters registered: takes them all, for the caller to signal after
-    /// unlocking. Caller holds `lock`.
-    @inline(never)
-    func takeAsyncDrainWaitersLocked() -> [SpindleSemaphore] {
-        let waiters = self.asyncDrainWaiters ?? []
-        self.asyncDrainWaiters = nil
-        return waiters
-    }
 }

@@ -106,20 +106,15 @@ extension QueueCore {
         return signals.isEmpty ? nil : signals
     }
 
-    /// A producer gave up (deadline or task cancellation). If it is still waiting, takes it out of the line and
-    /// lets the producers behind it in if they fit now; returns nil if it had been granted (its operations are in
-    /// the queue) or refused (that error). Caller holds `lock`; signals `grants` after unlocking.
-    func withdrawProducerLocked(_ waiter: ProducerWaiter) -> (outcome: ProducerWaiter.Outcome,
-                                                             grants: [SpindleSemaphore]?, actions: IdleWorkers.WakePlan) {
-        guard case .waiting = waiter.outcome else { return (waiter.outcome, nil, IdleWorkers.WakePlan()) }
+    /// A producer still waiting gave up (deadline or task cancellation): takes it out of the line. The caller
+    /// (`producerWaitEnded`) then lets the producers behind it in if they fit now. Caller holds `lock`.
+    func withdrawProducerLocked(_ waiter: ProducerWaiter) {
         waiter.outcome = .withdrawn
         if var list = self.producers, let index = list.firstIndex(where: { $0 === waiter }) {
             list.remove(at: index)
             self.producers = list.isEmpty ? nil : list
         }
         self.stats.recordRejected()
-        let grants = self.grantProducersLocked()
-        return (.withdrawn, grants, self.collectWakeActionsLocked())
     }
 
     /// Blocked producers and the operations they hold. Caller holds `lock`.

@@ -52,14 +52,8 @@ extension QueueCore {
 
     /// The failure path (see the type's notes).
     private func threadFailedToStart(_ error: SpindleError) {
-        let (plan, delay) = self.lock.withLock { () -> (IdleWorkers.WakePlan, UInt64) in
-            let delay = self.idle.threadFailedToStart()
-            self.drainInboxLocked()
-            let plan = self.collectWakeActionsLocked()
-            self.publishIdleLocked()
-            return (plan, delay)
-        }
-        self.perform(plan)
+        let (after, delay) = self.spawnFailed()
+        self.perform(after)
         let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))
         if timerFailure != 0 {
             self.lock.withLock {
@@ -75,14 +69,6 @@ extension QueueCore {
 
     /// The timer's retry: admit the inbox and start whatever can start now (on the timer thread).
     func retrySpawn() {
-        let plan = self.lock.withLock { () -> IdleWorkers.WakePlan in
-            self.idle.retryStarted()
-            self.publishIdleLocked()  // first: a later add sees that a thread may start and locks, or we see its push
-            self.drainInboxLocked()
-            let plan = self.collectWakeActionsLocked()
-            self.publishIdleLocked()
-            return plan
-        }
-        self.perform(plan)
+        self.perform(self.spawnRetried())
     }
 }

@@ -23,215 +23,143 @@ import CShim
 /// lock round trip per operation instead of two (per batch, with reservations); the order (bookkeeping, then
 /// waiters) is unchanged.
 extension QueueCore {
-    typealias WakeAction = IdleWorkers.WakeAction
-
     /// A worker drops finished operations from `outstanding` in batches of this many (and before it parks), so
     /// the adding thread keeps that counter's cache line to itself.
     static let dropBatch = 256
 
     var canDispatchLocked: Bool { self.slots.canDispatch(ready: self.ready.count) }
 
-    /// Decides how to get one more operation running: wake a parked worker, start a thread, or nothing (also when
-    /// a worker is spinning: it will take the work). Caller holds `lock`; it performs the action after unlocking.
-    @inline(__always)
-    func wakeOrSpawnLocked() -> WakeAction {
-        let action = self.idle.wakeOrSpawn(
-            canDispatch: self.canDispatchLocked, shuttingDown: self.shuttingDown,
-            wanted: self.slots.running + self.ready.count, limit: self.slots.limit)
-        if action != .none {
-            if case .signal(let parker) = action { parker.signalledAt = cshim_clock_monotonic_ns() }
-            self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start
-        }
-        return action
-    }
-
-    /// Wake or spawn as many workers as there are operations that could start now. Caller holds `lock`; it
-    /// performs the plan after unlocking. Allocates nothing.
-    func collectWakeActionsLocked() -> IdleWorkers.WakePlan {
-        var plan = IdleWorkers.WakePlan()
-        let room = self.slots.room(ready: self.ready.count)
-        for _ in 0..<room {
-            let action = self.wakeOrSpawnLocked()
-            if action == .none { break }
-            plan.add(action)
-        }
-        return plan
-    }
-
-    @inline(__always)
-    func perform(_ action: WakeAction) {
-        switch action {
-        case .none: return
-        case .signal(let parker): parker.unpark()
-        case .spawn(let index): self.spawnWorker(index)
-        case .performOnRunLoop: self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
-        }
-    }
-
-    func perform(_ plan: IdleWorkers.WakePlan) {
-        plan.unparkAll()
-        for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }
-        if plan.performOnRunLoop { self.perform(.performOnRunLoop) }
-    }
-
     /// The worker's life (see the states above). "Do not rename": profilers match on it.
     ///
     /// References to operations are dropped outside the lock: releasing one may free user objects (and even this
     /// queue's handle), which must never happen under our lock. The operation being run is held through the
-    /// queue's own reference, handed over by `takeNextLocked` (see `QueueCore`, "References").
+    /// queue's own reference, handed over by `takeNextLocked` (see `QueueCore`, "References"). What the worker
+    /// still has to do after unlocking waits in `worker.pending` (see `WorkerState`).
     func workerLoop() {
         let context = ThreadContext.current
         context.workerOf = self
-        let reservation = Reservation()
-        // Bookkeeping done, waiters not yet released; owned. A chain through `nextLink` after a batch.
-        var finished: Unmanaged<SpindleOperation>? = nil
-        var drops = 0  // operations through the bookkeeping here, not yet dropped from `outstanding`
-        var drainWaiters: [SpindleSemaphore]? = nil  // async queue waiters to signal with `finished`'s waiters
-        var dropped: Unmanaged<SpindleOperation>? = nil  // a reference to release once unlocked
-        var state = WorkerState()
-        let parker = ThreadParker()
+        var worker = WorkerState()
         self.lock.lock()
-        self.reservations.append(reservation)
+        self.reservations.append(worker.reservation)
         while !self.shuttingDown {
             self.drainInboxLocked()
             if self.canDispatchLocked {
-                // BUSY
-                let op = self.takeNextLocked()  // the queue's reference is ours now
-                self.reserveLocked(reservation)
-                let chained = self.wakeOrSpawnLocked()
-                self.lock.unlock()
-                self.perform(chained)
-                state.gotWork()
-                self.releaseFinished(&finished, &drainWaiters, &dropped)
-                if drops >= QueueCore.dropBatch {
-                    self.dropOutstanding(drops)  // never the last: this worker's operation is outstanding
-                    drops = 0
-                }
-                context.queue = self.handle
-                let deferredFinish = self.runOnWorker(op, context)
-                var doneHead: Unmanaged<SpindleOperation>? = nil
-                var doneTail: Unmanaged<SpindleOperation>? = nil
-                while let next = self.claimReserved(reservation) {
-                    let done = self.runOnWorker(next, context)
-                    precondition(done, "QueueCore: a reserved block operation did not finish on its worker")
-                    if let tail = doneTail { tail._withUnsafeGuaranteedRef { $0.nextLink = next } } else {
-                        doneHead = next
-                    }
-                    doneTail = next
-                }
-                context.queue = nil
-                self.lock.lock()
-                self.settleReservationLocked(reservation)
-                if deferredFinish {
-                    // It finished here and left us its queue bookkeeping.
-                    drainWaiters = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake }
-                    finished = op
-                    drops += 1
-                } else {
-                    // Still running (a concurrent operation): give the reference back to the member list; or it
-                    // already finished elsewhere and was unlinked: drop it.
-                    let member = op._withUnsafeGuaranteedRef { QueueCore.handBackLocked($0) }
-                    if !member { dropped = op }
-                }
-                if let doneHead {
-                    var node: Unmanaged<SpindleOperation>? = doneHead
-                    while let link = node {
-                        let wake = link._withUnsafeGuaranteedRef { x -> [SpindleSemaphore]? in
-                            node = x.nextLink
-                            return self.unlinkFinishedLocked(x, freesSlot: false).wake
-                        }
-                        if let wake { drainWaiters = (drainWaiters ?? []) + wake }
-                        drops += 1
-                    }
-                    if let first = finished {
-                        first._withUnsafeGuaranteedRef { $0.nextLink = doneHead }
-                    } else {
-                        finished = doneHead
-                    }
-                }
+                self.runNextUnlocking(&worker, context)  // BUSY; back under the lock after
                 continue
             }
             if self.slots.hasFreeSlot && self.reclaimReservationsLocked() {
                 continue  // another worker's reserved operations are back in the buckets: run them
             }
-            if finished != nil || dropped != nil {
+            if !worker.pending.hasNoReleases {
                 self.lock.unlock()
-                self.releaseFinished(&finished, &drainWaiters, &dropped)
+                self.perform(&worker.pending, keepingDropsBelow: .max)
                 self.lock.lock()
                 continue
             }
-            state.wentIdle()
-            if state.maySpin && state.policy.budgetNanos > 0 && self.idle.beginSpin() {
-                // SPINNING
-                state.maySpin = false
-                self.publishIdleLocked()
-                let seen = self.pushes.current
-                self.lock.unlock()
-                // Yielding: the thread that will bring the work may be waiting for this very CPU (2 cores: an adder
-                // and two workers).
-                let caught = SpinPolicy.spin(
-                    from: cshim_clock_monotonic_ns(), budget: state.policy.budgetNanos, yielding: true
-                ) { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen
-                self.lock.lock()
-                self.idle.endSpin()
-                self.publishIdleLocked()
-                if !caught { state.policy.spinMissed() }
+            worker.wentIdle()
+            if worker.maySpin && worker.policy.budgetNanos > 0 && self.idle.beginSpin() {
+                self.spinUnlocking(&worker)  // SPINNING; back under the lock after
                 continue  // look again under the lock before parking
             }
-            if drops > 0 {
+            if worker.pending.outstandingDrops > 0 {
                 // About to park: settle the count first (this may release the handle and shut the queue down from
                 // here, which `shutdown` handles; the loop then sees `shuttingDown`).
                 self.lock.unlock()
-                self.dropOutstanding(drops)
-                drops = 0
+                self.perform(&worker.pending)
                 self.lock.lock()
                 continue
             }
-            // PARKED: advertise, then look at the inbox once more (a push that missed the advertisement is seen
-            // here), then sleep until popped and unparked. A spurious return finds itself still in the idle line,
-            // leaves it, and looks for work again.
-            self.idle.parking(parker)
-            self.publishIdleLocked()
-            if self.inbox.isEmpty {
-                self.lock.unlock()
-                parker.park()
-                self.lock.lock()
-            }
-            let signalled = self.idle.unparked(parker)
-            self.publishIdleLocked()
-            state.woke(workArrivedAt: signalled ? parker.signalledAt : 0)
+            self.parkUnlocking(&worker)  // PARKED; back under the lock after
         }
-        self.reservations.removeAll { $0 === reservation }
+        self.reservations.removeAll { $0 === worker.reservation }
         self.lock.unlock()
-        self.releaseFinished(&finished, &drainWaiters, &dropped)
-        if drops > 0 { self.dropOutstanding(drops) }
+        self.perform(&worker.pending)
         context.workerOf = nil
     }
 
-    /// After a deferred finish's bookkeeping, outside the lock: wake its waiters, then the queue's async drain
-    /// waiters, and drop the references.
+    /// BUSY: takes the best ready operation and reserves the next few (caller holds `lock`, which this releases),
+    /// wakes the next worker if more can start, does the previous batch's releases, runs the operation and the
+    /// reserved ones, and retakes the lock to do their bookkeeping (left in `worker.pending` for after the next
+    /// unlock: their waiters, references and `outstanding` drops).
     @inline(__always)
-    private func releaseFinished(
-        _ finished: inout Unmanaged<SpindleOperation>?, _ drainWaiters: inout [SpindleSemaphore]?,
-        _ dropped: inout Unmanaged<SpindleOperation>?
-    ) {
-        while let op = finished {
-            finished = op._withUnsafeGuaranteedRef { op in
-                let next = op.nextLink
-                op.nextLink = nil
-                op.releaseWaiters()
-                return next
+    private func runNextUnlocking(_ worker: inout WorkerState, _ context: ThreadContext) {
+        let op = self.takeNextLocked()  // 1. the queue's reference is ours now
+        self.reserveLocked(worker.reservation)  // 2. the next few, with a long backlog
+        worker.pending.wake.add(self.wakeOrSpawnLocked())  // 3. whom to wake for what is left
+        self.lock.unlock()
+        worker.gotWork()
+        // The previous batch's releases; its drops once a batch is due (never the last one: `op` is outstanding).
+        self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)
+        context.queue = self.handle
+        let deferredFinish = self.runOnWorker(op, context)
+        var ranHead: Unmanaged<SpindleOperation>? = nil  // the reserved operations run, in order (`nextLink`)
+        var ranTail: Unmanaged<SpindleOperation>? = nil
+        while let next = self.claimReserved(worker.reservation) {
+            let done = self.runOnWorker(next, context)
+            precondition(done, "QueueCore: a reserved block operation did not finish on its worker")
+            if let tail = ranTail { tail._withUnsafeGuaranteedRef { $0.nextLink = next } } else { ranHead = next }
+            ranTail = next
+        }
+        context.queue = nil
+        self.lock.lock()
+        self.settleReservationLocked(worker.reservation)
+        if deferredFinish {
+            // It finished here and left us its queue bookkeeping.
+            worker.pending.addSemaphores(op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake })
+            worker.pending.addFinished(op)
+            worker.pending.outstandingDrops += 1
+        } else if !op._withUnsafeGuaranteedRef({ QueueCore.handBackLocked($0) }) {
+            // It finished elsewhere and was unlinked while its `start()` ran: the reference is ours to drop.
+            assert(worker.pending.dropped == nil, "QueueCore: a worker's earlier reference was not dropped")
+            worker.pending.dropped = op
+        }
+        var node = ranHead
+        while let link = node {
+            let semaphores = link._withUnsafeGuaranteedRef { x -> [SpindleSemaphore]? in
+                node = x.nextLink
+                return self.unlinkFinishedLocked(x, freesSlot: false).wake
             }
-            op.release()
+            worker.pending.addSemaphores(semaphores)
+            worker.pending.addFinished(link)
+            worker.pending.outstandingDrops += 1
         }
-        if let waiters = drainWaiters {
-            drainWaiters = nil
-            for waiter in waiters { waiter.signal() }
+    }
+
+    /// SPINNING (caller holds `lock`, released while spinning and retaken after): polls for new work without the
+    /// lock for up to the policy's window.
+    @inline(never)
+    private func spinUnlocking(_ worker: inout WorkerState) {
+        worker.maySpin = false
+        self.publishIdleLocked()
+        let seen = self.pushes.current
+        self.lock.unlock()
+        // Yielding: the thread that will bring the work may be waiting for this very CPU (2 cores: an adder and two
+        // workers).
+        let caught = SpinPolicy.spin(
+            from: cshim_clock_monotonic_ns(), budget: worker.policy.budgetNanos, yielding: true
+        ) { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen
+        self.lock.lock()
+        self.idle.endSpin()
+        self.publishIdleLocked()
+        if !caught { worker.policy.spinMissed() }
+    }
+
+    /// PARKED (caller holds `lock`, released while asleep and retaken after): advertise, then look at the inbox once
+    /// more (a push that missed the advertisement is seen here), then sleep until popped and unparked. A spurious
+    /// return finds itself still in the idle line, leaves it, and looks for work again.
+    @inline(never)
+    private func parkUnlocking(_ worker: inout WorkerState) {
+        let parker = worker.parker
+        self.idle.parking(parker)
+        self.publishIdleLocked()
+        if self.inbox.isEmpty {
+            self.lock.unlock()
+            parker.park()
+            self.lock.lock()
         }
-        if let op = dropped {
-            dropped = nil
-            op.release()
-        }
+        let signalled = self.idle.unparked(parker)
+        self.publishIdleLocked()
+        worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)
     }
 
     /// Runs `op` on this worker; returns whether it finished here (leaving its queue bookkeeping to the worker).
@@ -277,7 +205,7 @@ extension QueueCore {
 
     /// Runs on the serving run loop's thread: dispatch one operation, then schedule the next perform if more work
     /// may start (one operation per perform, so the loop's other sources get their turn in between).
-    private func serveFromRunLoop() {
+    func serveFromRunLoop() {
         let context = ThreadContext.current
         self.lock.lock()
         self.idle.performRan()
@@ -285,9 +213,10 @@ extension QueueCore {
             self.dispatchOneUnlocking(context)
             self.lock.lock()
         }
-        let next = self.wakeOrSpawnLocked()
+        var after = AfterUnlock()
+        after.wake.add(self.wakeOrSpawnLocked())
         self.lock.unlock()
-        self.perform(next)
+        self.perform(&after)
     }
 
     /// Takes the best ready operation (caller holds `lock`, which this releases) and runs it, then settles the
@@ -296,9 +225,10 @@ extension QueueCore {
     @inline(never)
     private func dispatchOneUnlocking(_ context: ThreadContext) {
         let op = self.takeNextLocked()
-        let chained = self.wakeOrSpawnLocked()
+        var after = AfterUnlock()
+        after.wake.add(self.wakeOrSpawnLocked())
         self.lock.unlock()
-        self.perform(chained)
+        self.perform(&after)
         let outer = context.queue
         context.queue = self.handle
         op._withUnsafeGuaranteedRef { self.run($0) }

@@ -70,8 +70,8 @@ final class QueueCore: @unchecked Sendable {
     /// `reservedFloor` (below), as seen under the lock: what workers pushing into the buckets compare with.
     @exclusivity(unchecked) var floorLocked = QueueCore.noFloor
     /// Async drain waiters (`waitUntilAllOperationsAreFinished() async`), each signalled once when the queue
-    /// drains; nil (not empty) whenever there are none, so the finish path tests one rarely-set field. Under `lock`.
-    @exclusivity(unchecked) var asyncDrainWaiters: [SpindleSemaphore]? = nil
+    /// drains (see `DrainWaiters`). Under `lock`.
+    @exclusivity(unchecked) var asyncDrainWaiters = DrainWaiters()
 
     // Bounded queues (see `QueueCore+Backpressure`). Under `lock` except `boundedHint`.
     /// Most members (barriers excluded) admitted and not finished; nil: unbounded.
@@ -250,37 +250,7 @@ final class QueueCore: @unchecked Sendable {
         if claimed { self.pushLocked(link) }
     }
 
-    // MARK: - Events from operations
-
-    /// An enqueued operation became ready and claimed its scheduled bit (from any thread).
-    ///
-    /// `selfServe`: the caller is finishing, on the worker that ran it, an operation this one depended on, and that
-    /// worker goes back to the lock right after. If it is one of this queue's workers, the operation is left for it:
-    /// nobody is woken and a spinning worker is not told (waking another core for work this one is about to take
-    /// costs more than the work). Returns whether that happened.
-    @discardableResult
-    func scheduleReady(_ op: SpindleOperation, selfServe: Bool = false) -> Bool {
-        let serve = selfServe && ThreadContext.withCurrent { $0.workerOf === self }
-        self.lockAndAdmit()
-        self.pushLocked(Unmanaged.passUnretained(op), announce: !serve)
-        let action = serve ? .none : self.wakeOrSpawnLocked()
-        self.lock.unlock()
-        self.perform(action)
-        return serve
-    }
-
-    /// A member finished (called by its finish path, after its completion block and dependents, before its
-    /// waiters are released), on a thread that is not running it as this queue's worker.
-    func operationDidFinish(_ op: SpindleOperation) {
-        self.lock.lock()
-        let (drainWaiters, dropsReference) = self.unlinkFinishedLocked(op)
-        let action = self.wakeOrSpawnLocked()
-        self.lock.unlock()
-        if dropsReference { Unmanaged.passUnretained(op).release() }  // the caller still holds one
-        self.perform(action)
-        if let drainWaiters { for waiter in drainWaiters { waiter.signal() } }
-        self.dropOutstanding(1)  // last: the handle (and this core) may go away here
-    }
+    // MARK: - The finish bookkeeping
 
     /// The queue's side of a member's finish: unlink it, free its slot, release operations held behind it, and
     /// wake queue waiters if it was the last; admit blocked producers' operations that now fit. Caller holds
@@ -306,20 +276,9 @@ final class QueueCore: @unchecked Sendable {
             // Nothing is reserved now: newly ready operations need not check reservations until one is made.
             if self.floorLocked != QueueCore.noFloor { self.setFloorLocked(QueueCore.noFloor) }
             self.drained.broadcast()
-            if self.asyncDrainWaiters != nil { wake = (wake ?? []) + self.takeAsyncDrainWaitersLocked() }
+            if !self.asyncDrainWaiters.isEmpty { wake = (wake ?? []) + (self.asyncDrainWaiters.takeAll() ?? []) }
         }
         return (wake, dropsReference)
-    }
-
-    /// A member's priority changed: if it waits in a bucket, move it.
-    func priorityChanged(_ op: SpindleOperation) {
-        self.lock.withLock {
-            guard op.placement == .ready, !op.isBarrier else { return }
-            let link = Unmanaged.passUnretained(op)
-            self.ready.remove(link)
-            op.placement.move(to: .pending)
-            self.pushLocked(link)
-        }
     }
 
     // MARK: - Shutdown
@@ -330,11 +289,8 @@ final class QueueCore: @unchecked Sendable {
         // In a forked child the workers are the parent's: nothing to stop or join here (and the lock may have
         // been held by one of them at the fork).
         if ForkGeneration.isInherited(self.forkGeneration) { return }
-        let (workers, parked) = self.lock.withLock {
-            self.shuttingDown = true
-            return (self.idle.threads, self.idle.wakeAll())
-        }
-        parked.unparkAll()
+        let (workers, after) = self.shutdownBegan()
+        self.perform(after)
         let me = ThreadContext.current.workerOf === self ? SpindleThread.current : nil
         for worker in workers {
             if worker === me {

@@ -39,16 +39,7 @@ extension SpindleOperationQueue {
     public func setCapacity(_ capacity: Int?, whenFull policy: SpindleFullQueuePolicy? = nil) throws(SpindleError) {
         if let capacity, capacity < 1 { throw .invalidCapacity(capacity) }
         try self.refuseIfInheritedAcrossFork()
-        let core = self.core
-        let (grants, actions) = core.withAdmittedLock { () -> ([SpindleSemaphore]?, IdleWorkers.WakePlan) in
-            core.capacity = capacity
-            if let policy { core.fullPolicy = policy }
-            core.boundedHint.set(capacity != nil)
-            let grants = core.grantProducersLocked(refusingOversized: true)
-            return (grants, core.collectWakeActionsLocked())
-        }
-        core.perform(actions)
-        if let grants { for semaphore in grants { semaphore.signal() } }
+        self.core.perform(self.core.capacityChanged(to: capacity, policy: policy))
     }
 
     /// Adds `operation`, waiting until `deadline` for room if the queue is full, whatever its policy.
@@ -136,10 +127,7 @@ extension SpindleOperationQueue {
         if let capacity = core.capacity, n > capacity {
             refusal = .batchExceedsCapacity(name: core.name, count: n, capacity: capacity)
         } else if core.fitsLocked(n) {
-            core.admitBatchLocked(operations)
-            let actions = core.collectWakeActionsLocked()
-            core.lock.unlock()
-            core.perform(actions)
+            core.perform(core.admitClaimedBatchUnlocking(operations))
             return nil
         } else {
             switch policy ?? core.fullPolicy {
@@ -174,14 +162,8 @@ extension SpindleOperationQueue {
     /// After a producer's wait: nil if its operations were added; else the error to throw (`queueFull` when it
     /// withdrew, having waited in vain), its operations given back.
     func endWait(_ waiter: ProducerWaiter, withdraw: Bool) -> SpindleError? {
-        let core = self.core
-        core.lock.lock()
-        let (outcome, grants, actions) = withdraw
-            ? core.withdrawProducerLocked(waiter) : (waiter.outcome, nil, IdleWorkers.WakePlan())
-        let name = core.name, capacity = core.capacity ?? 0
-        core.lock.unlock()
-        core.perform(actions)
-        if let grants { for semaphore in grants { semaphore.signal() } }
+        let (outcome, name, capacity, after) = self.core.producerWaitEnded(waiter, withdraw: withdraw)
+        self.core.perform(after)
         switch outcome {
         case .granted: return nil
         case .refused(let error):

@@ -65,18 +65,10 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             // parked worker must be woken or a thread started.
             self.pushClaimed(operation)
             core.noteAdded(level: operation.queuePriority.bucket)
-            return
         } else {
             // Barriers and run-loop-served queues: admitted under the lock, after everything added before.
-            core.lockAndAdmit()
-            let link = Unmanaged.passRetained(operation)  // the queue's reference (see `QueueCore`)
-            core.admitLocked(link)
-            core.scheduleAdmittedLocked(link)
-            core.noteMembersLocked()
+            core.perform(core.admitOne(operation))
         }
-        let action = core.wakeOrSpawnLocked()
-        core.lock.unlock()
-        core.perform(action)
     }
 
     /// Adds several operations, all or none: if any cannot be added (see `addOperation`, or it appears twice),
@@ -123,10 +115,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             core.lock.unlock()
             throw failure
         }
-        core.admitBatchLocked(operations)
-        let actions = core.collectWakeActionsLocked()
-        core.lock.unlock()
-        core.perform(actions)
+        core.perform(core.admitClaimedBatchUnlocking(operations))
         if waitUntilFinished {
             for op in operations { try op.waitUntilFinished() }
         }
@@ -194,10 +183,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         let core = self.core
         core.pushToInbox(operation)
         guard core.needsWakeAfterInboxPush() else { return }
-        core.lockAndAdmit()
-        let action = core.wakeOrSpawnLocked()
-        core.lock.unlock()
-        core.perform(action)
+        core.perform(core.pushedToInbox())
     }
 
     /// Adds a barrier: `block` runs after every operation added before it has finished, alone, and operations
@@ -233,15 +219,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     public func setMaxConcurrentOperationCount(_ value: Int) throws(SpindleError) {
         guard value >= -1 else { throw .invalidConcurrencyLimit(value) }
         try self.refuseIfInheritedAcrossFork()
-        let core = self.core
-        let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in
-            core.slots.setWidth(requested: value, resolved: QueueCore.resolve(value))
-            core.invalidateReservations()
-            core.publishIdleLocked()
-            core.drainInboxLocked()  // adds that saw the old hint (no thread to start) left their operations here
-            return core.collectWakeActionsLocked()
-        }
-        core.perform(actions)
+        self.core.perform(self.core.widthChanged(requested: value))
     }
 
     /// Whether the queue starts nothing new (running operations go on). Setting false starts waiting work.
@@ -249,13 +227,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         get { self.isInheritedAcrossFork ? self.core.slots.suspended : self.core.lock.withLock { self.core.slots.suspended } }
         set {
             if self.isInheritedAcrossFork { return }
-            let core = self.core
-            let actions = core.withAdmittedLock { () -> IdleWorkers.WakePlan in
-                core.slots.setSuspended(newValue)
-                core.invalidateReservations()
-                return newValue ? IdleWorkers.WakePlan() : core.collectWakeActionsLocked()
-            }
-            core.perform(actions)
+            self.core.perform(self.core.suspensionChanged(to: newValue))
         }
     }
 

@@ -57,7 +57,7 @@ import Testing
         let gate = QTGate()
         queue.addOperation { gate.wait(seconds: atDeadline) }
         let result = try await self.crowd(
-            allParked: { queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == atCrowd } },
+            allParked: { queue.core.lock.withLock { queue.core.asyncDrainWaiters.list?.count == atCrowd } },
             release: { gate.open() },
             wait: { try await queue.waitUntilAllOperationsAreFinished() })
         #expect(!result.rescued, "a queue drain wait blocked a cooperative thread")

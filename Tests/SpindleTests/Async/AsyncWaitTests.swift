@@ -115,7 +115,7 @@ import Testing
     @Test func waitingForAnEmptyQueueReturnsAtOnce() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
         try await queue.waitUntilAllOperationsAreFinished()
-        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters == nil })
+        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters.isEmpty })
     }
 
     @Test func theDrainWaitCoversOperationsAddedWhileWaiting() async throws {
@@ -123,16 +123,16 @@ import Testing
         let gateA = QTGate(), gateB = QTGate()
         queue.addOperation { gateA.wait(seconds: atDeadline) }
         let waiter = Task { try await queue.waitUntilAllOperationsAreFinished() }
-        #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == 1 } })
+        #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters.list?.count == 1 } })
         let b = queue.addOperation { gateB.wait(seconds: atDeadline) }
         gateA.open()
         #expect(await atEventually { queue.operationCount == 1 })
-        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == 1 }, "still waiting for b")
+        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters.list?.count == 1 }, "still waiting for b")
         gateB.open()
         try await waiter.value
         #expect(b.isFinished)
         #expect(queue.operationCount == 0)
-        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters == nil })
+        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters.isEmpty })
     }
 
     @Test func aCancelledDrainWaitLeavesTheQueueAlone() async throws {
@@ -141,14 +141,14 @@ import Testing
         let op = queue.addOperation { gate.wait(seconds: atDeadline) }
         let first = Task { await ATOutcome { try await queue.waitUntilAllOperationsAreFinished(); return 1 } }
         let second = Task { await ATOutcome { try await queue.waitUntilAllOperationsAreFinished(); return 2 } }
-        #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == 2 } })
+        #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters.list?.count == 2 } })
         first.cancel()
         #expect(await first.value == .cancelled)
-        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == 1 })
+        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters.list?.count == 1 })
         #expect(!op.isCancelled)
         gate.open()
         #expect(await second.value == .value(2))
-        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters == nil })
+        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters.isEmpty })
         // A blocking waiter is unaffected by the async ones.
         #expect(try queue.waitUntilAllOperationsAreFinished(timeout: .seconds(atDeadline)))
     }
@@ -158,10 +158,10 @@ import Testing
         let gate = QTGate()
         queue.addOperation { gate.wait(seconds: atDeadline) }
         let waiter = Task { await ATOutcome { try await queue.waitUntilAllOperationsAreFinished(); return 0 } }
-        #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == 1 } })
+        #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters.list?.count == 1 } })
         waiter.cancel()
         #expect(await waiter.value == .cancelled)
-        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters == nil }, "back to the no-waiter fast path")
+        #expect(queue.core.lock.withLock { queue.core.asyncDrainWaiters.isEmpty }, "back to the no-waiter fast path")
         gate.open()
         try await queue.waitUntilAllOperationsAreFinished()
     }
@@ -184,7 +184,7 @@ import Testing
         for _ in 0..<50 { queue.addOperation {} }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<64 { group.addTask { try await queue.waitUntilAllOperationsAreFinished() } }
-            #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters?.count == 64 } })
+            #expect(await atEventually { queue.core.lock.withLock { queue.core.asyncDrainWaiters.list?.count == 64 } })
             gate.open(3)
             try await group.waitForAll()
         }

@@ -132,3 +132,77 @@ import Testing
         list.unlink(ops[0], isBarrier: false)
     }
 }
+
+/// `DrainWaiters`: registration, withdrawal and the drain's take, without threads.
+@Suite struct DrainWaitersTests {
+    @Test func aWaiterIsTakenByTheDrainOrWithdrawnNeverBoth() throws {
+        var waiters = DrainWaiters()
+        #expect(waiters.isEmpty && waiters.check())
+        let a = try SpindleSemaphore(value: 0), b = try SpindleSemaphore(value: 0)
+        waiters.add(a)
+        waiters.add(b)
+        #expect(waiters.list?.count == 2 && waiters.check())
+        waiters.withdraw(a)
+        #expect(waiters.list.map { $0.map(ObjectIdentifier.init) } == [ObjectIdentifier(b)])
+        let taken = waiters.takeAll()
+        #expect(taken?.count == 1 && taken?.first === b)
+        #expect(waiters.isEmpty && waiters.check(), "nil again, not an empty list")
+        waiters.withdraw(b)  // the drain took it: a no-op
+        #expect(waiters.isEmpty)
+        #expect(waiters.takeAll() == nil)
+    }
+
+    @Test func theLastWithdrawalLeavesNoList() throws {
+        var waiters = DrainWaiters()
+        let a = try SpindleSemaphore(value: 0)
+        waiters.add(a)
+        waiters.withdraw(a)
+        #expect(waiters.list == nil && waiters.check())
+    }
+}
+
+/// `AfterUnlock`: what an event leaves to do, collected in order, and what `takeReleases` hands over.
+@Suite struct AfterUnlockTests {
+    @Test func finishedOperationsChainInTheOrderAdded() {
+        let ops = (0..<3).map { _ in SpindleBlockOperation {} }
+        var after = AfterUnlock()
+        #expect(after.hasNoReleases && after.wake.isEmpty)
+        for op in ops { after.addFinished(Unmanaged.passUnretained(op)) }
+        #expect(!after.hasNoReleases)
+        var chain: [ObjectIdentifier] = []
+        var node = after.finished
+        while let link = node {
+            chain.append(ObjectIdentifier(link.takeUnretainedValue()))
+            node = link.takeUnretainedValue().nextLink
+        }
+        #expect(chain == ops.map(ObjectIdentifier.init))
+        for op in ops { op.nextLink = nil }
+    }
+
+    @Test func semaphoresAccumulateAndNilAddsNothing() throws {
+        var after = AfterUnlock()
+        after.addSemaphores(nil)
+        #expect(after.semaphores == nil && after.hasNoReleases)
+        let a = try SpindleSemaphore(value: 0), b = try SpindleSemaphore(value: 0)
+        after.addSemaphores([a])
+        after.addSemaphores([b])
+        #expect(after.semaphores?.count == 2 && after.semaphores?[0] === a && after.semaphores?[1] === b)
+    }
+
+    @Test func takingTheReleasesLeavesTheWakeAndTheDrops() throws {
+        let op = SpindleBlockOperation {}
+        var after = AfterUnlock()
+        after.addFinished(Unmanaged.passUnretained(op))
+        after.addSemaphores([try SpindleSemaphore(value: 0)])
+        after.dropped = Unmanaged.passUnretained(op)
+        after.outstandingDrops = 3
+        after.wake.add(.spawn(4))
+        let (finished, semaphores, dropped) = after.takeReleases()
+        #expect(finished?.takeUnretainedValue() === op && semaphores?.count == 1 && dropped?.takeUnretainedValue() === op)
+        #expect(after.hasNoReleases && after.finished == nil)
+        #expect(after.outstandingDrops == 3 && after.wake.spawns == 1 && after.wake.firstSpawn == 4)
+        after.addFinished(Unmanaged.passUnretained(op))
+        #expect(after.finished?.takeUnretainedValue() === op, "a fresh chain after the take")
+        op.nextLink = nil
+    }
+}

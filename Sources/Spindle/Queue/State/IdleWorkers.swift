@@ -74,6 +74,10 @@ struct IdleWorkers {
             }
         }
 
+        /// Nothing to do.
+        @inline(__always)
+        var isEmpty: Bool { self.signals == 0 && self.spawns == 0 && !self.performOnRunLoop }
+
         /// Unparks the chained parkers (after unlocking), clearing the chain as it goes.
         func unparkAll() {
             var next = self.firstSignal

@@ -1,13 +1,23 @@
 import CShim
 
 /// One queue worker's own state: created, read and written only by that worker's thread (`QueueCore.workerLoop`),
-/// never shared, so it needs no lock. It carries the worker's idle policy across idle spells.
+/// never shared as a value, so it needs no lock. It carries:
+/// - `reservation` and `parker`: the worker's reservation (registered in `QueueCore.reservations`) and the futex word
+///   it sleeps on (linked into `IdleWorkers`' idle line while parked); both are objects other threads reach under
+///   the queue's lock or through their own atomics (see `FastPath/Reservations`, `ThreadParker`);
+/// - `pending`: what the worker still has to do after its next unlock (`AfterUnlock`): the waiters and references of
+///   operations whose bookkeeping it did, async drain waiters and granted producers, a reference to drop, and its
+///   unflushed `outstanding` drops (settled every `QueueCore.dropBatch` operations and before it parks);
+/// - its idle policy, across idle spells.
 ///
 /// Idle spell: starts when the worker first finds nothing to run (`wentIdle`, which stamps the time), and ends
 /// when it takes an operation again (`gotWork`, which tells the policy how long the spell lasted). Spins and
 /// parks happen inside a spell; a worker woken for work that another worker took first stays in the same spell.
 /// States: BUSY (`idleSince == nil`) → IDLE (`wentIdle`; `woke` may note when work arrived) → BUSY (`gotWork`).
 struct WorkerState {
+    let reservation = Reservation()
+    let parker = ThreadParker()
+    var pending = AfterUnlock()
     /// When the current idle spell started (monotonic ns); nil while busy.
     private(set) var idleSince: UInt64? = nil
     /// When work last arrived for this worker while it was parked (the waker's signal time), if in this spell.

@@ -1,0 +1,293 @@
+import CShim
+
+/// The queue's events. Each takes the lock, calls the units in numbered steps, releases the lock and returns one
+/// `AfterUnlock` saying what is left to do; the caller hands it to `perform(_:)`, which runs it in the one order
+/// `AfterUnlock` documents (wake, finished operations' waiters, semaphores, references, `outstanding`). No event
+/// allocates on the hot path, signals, spawns, drops a reference or runs user code under the lock.
+///
+/// Every event's first step admits the inbox (`lockAndAdmit`), so it sees every operation added before it; in
+/// debug builds that step also checks the cross-unit invariants (`checkInvariantsLocked`).
+///
+/// Events here: an add that needs a wake, an add under the lock (barrier, run-loop-served queue, batch), an
+/// operation became ready, a member finished off its worker, its priority changed, width, suspension and capacity
+/// changed, a blocked producer gave up, a thread failed to start or is retried, shutdown. The worker's own events
+/// (take, its batch finished, idle) are in `QueueCore+Workers`, using the same `AfterUnlock` and `perform`.
+extension QueueCore {
+    typealias WakeAction = IdleWorkers.WakeAction
+
+    // MARK: - Adds
+
+    /// An add pushed on the inbox and `IdleHints` said a parked worker must be woken or a thread started.
+    func pushedToInbox() -> AfterUnlock {
+        var after = AfterUnlock()
+        self.lockAndAdmit()  // 1. admit the inbox, the push among it
+        after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake
+        self.lock.unlock()
+        return after
+    }
+
+    /// A claimed barrier, or an add to a run-loop-served queue: admitted under the lock, after everything added
+    /// before it. Takes over the caller's claim; the queue's reference is retained here.
+    func admitOne(_ operation: SpindleOperation) -> AfterUnlock {
+        var after = AfterUnlock()
+        self.lockAndAdmit()  // 1. admit the inbox: everything added before
+        let link = Unmanaged.passRetained(operation)  // the queue's reference (see "References")
+        self.admitLocked(link)  // 2. member list and barrier gate
+        self.scheduleAdmittedLocked(link)  // 3. into its bucket, if ready
+        self.noteMembersLocked()  // 4. statistics
+        after.wake.add(self.wakeOrSpawnLocked())  // 5. whom to wake
+        self.lock.unlock()
+        return after
+    }
+
+    /// A batch the caller claimed under the lock (all linked before any is scheduled): admit it, decide the wakes,
+    /// and unlock.
+    func admitClaimedBatchUnlocking(_ operations: [SpindleOperation]) -> AfterUnlock {
+        var after = AfterUnlock()
+        self.admitBatchLocked(operations)  // 1. member list, gate, buckets, statistics
+        after.wake = self.collectWakeActionsLocked()  // 2. one wake per operation that can start now
+        self.lock.unlock()
+        return after
+    }
+
+    // MARK: - Events from operations
+
+    /// An enqueued operation became ready and claimed its scheduled bit (from any thread).
+    ///
+    /// `selfServe`: the caller is finishing, on the worker that ran it, an operation this one depended on, and that
+    /// worker goes back to the lock right after. If it is one of this queue's workers, the operation is left for it:
+    /// nobody is woken and a spinning worker is not told (waking another core for work this one is about to take
+    /// costs more than the work). Returns whether that happened.
+    @discardableResult
+    func scheduleReady(_ op: SpindleOperation, selfServe: Bool = false) -> Bool {
+        let serve = selfServe && ThreadContext.withCurrent { $0.workerOf === self }
+        var after = AfterUnlock()
+        self.lockAndAdmit()  // 1. admit the inbox
+        self.pushLocked(Unmanaged.passUnretained(op), announce: !serve)  // 2. into its bucket
+        if !serve { after.wake.add(self.wakeOrSpawnLocked()) }  // 3. whom to wake
+        self.lock.unlock()
+        self.perform(&after)
+        return serve
+    }
+
+    /// A member finished (called by its finish path, after its completion block and dependents, before its
+    /// waiters are released), on a thread that is not running it as this queue's worker.
+    func operationDidFinish(_ op: SpindleOperation) {
+        var after = AfterUnlock()
+        self.lock.lock()
+        let (semaphores, dropsReference) = self.unlinkFinishedLocked(op)  // 1. the finish bookkeeping
+        after.addSemaphores(semaphores)
+        if dropsReference { after.dropped = Unmanaged.passUnretained(op) }  // the caller still holds one
+        after.wake.add(self.wakeOrSpawnLocked())  // 2. its slot is free: whom to wake
+        after.outstandingDrops = 1  // last: the handle (and this core) may go away there
+        self.lock.unlock()
+        self.perform(&after)
+    }
+
+    /// A member's priority changed: if it waits in a bucket, move it. Wakes nobody (it was ready already).
+    func priorityChanged(_ op: SpindleOperation) {
+        self.lock.withLock {
+            guard op.placement == .ready, !op.isBarrier else { return }
+            let link = Unmanaged.passUnretained(op)
+            self.ready.remove(link)
+            op.placement.move(to: .pending)
+            self.pushLocked(link)
+        }
+    }
+
+    /// A task starts awaiting the drain: registers `semaphore` unless the queue is empty already (then returns
+    /// false: nothing to await).
+    func asyncDrainWaitBegan(_ semaphore: SpindleSemaphore) -> Bool {
+        self.withAdmittedLock {  // 1. admit the inbox: its operations count
+            if self.members.count == 0 { return false }
+            self.asyncDrainWaiters.add(semaphore)  // 2. signalled by the finish that drains the queue
+            return true
+        }
+    }
+
+    /// The awaiting task was cancelled: withdraws `semaphore` (a no-op if the drain took it meanwhile).
+    func asyncDrainWaitCancelled(_ semaphore: SpindleSemaphore) {
+        self.lock.withLock { self.asyncDrainWaiters.withdraw(semaphore) }
+    }
+
+    // MARK: - Settings
+
+    /// The width changed (`setMaxConcurrentOperationCount`).
+    func widthChanged(requested: Int) -> AfterUnlock {
+        var after = AfterUnlock()
+        self.lockAndAdmit()  // 1. admit the inbox
+        self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots
+        self.invalidateReservations()  // 3. reserved operations give way
+        self.publishIdleLocked()  // 4. adding threads see whether a thread may start
+        self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here
+        after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now
+        self.lock.unlock()
+        return after
+    }
+
+    /// The queue was suspended or resumed (`isSuspended`).
+    func suspensionChanged(to suspended: Bool) -> AfterUnlock {
+        var after = AfterUnlock()
+        self.lockAndAdmit()  // 1. admit the inbox
+        self.slots.setSuspended(suspended)  // 2. the slots
+        self.invalidateReservations()  // 3. reserved operations give way
+        if !suspended { after.wake = self.collectWakeActionsLocked() }  // 4. resuming: whom to wake
+        self.lock.unlock()
+        return after
+    }
+
+    /// The capacity or the full-queue policy changed (`setCapacity`).
+    func capacityChanged(to capacity: Int?, policy: SpindleFullQueuePolicy?) -> AfterUnlock {
+        var after = AfterUnlock()
+        self.lockAndAdmit()  // 1. admit the inbox
+        self.capacity = capacity  // 2. the settings and their lock-free hint
+        if let policy { self.fullPolicy = policy }
+        self.boundedHint.set(capacity != nil)
+        after.addSemaphores(self.grantProducersLocked(refusingOversized: true))  // 3. blocked producers that fit
+        after.wake = self.collectWakeActionsLocked()  // 4. whom to wake for what they added
+        self.lock.unlock()
+        return after
+    }
+
+    /// A blocked producer's wait ended; `withdraw`: it gave up (deadline or task cancellation) and leaves the line
+    /// unless its outcome was decided meanwhile (granted or refused: that outcome stands).
+    func producerWaitEnded(_ waiter: ProducerWaiter, withdraw: Bool) -> (
+        outcome: ProducerWaiter.Outcome, name: String, capacity: Int, after: AfterUnlock
+    ) {
+        var after = AfterUnlock()
+        self.lock.lock()
+        if withdraw, case .waiting = waiter.outcome {
+            self.withdrawProducerLocked(waiter)  // 1. out of the line
+            after.addSemaphores(self.grantProducersLocked())  // 2. the producers behind it, if they fit now
+            after.wake = self.collectWakeActionsLocked()  // 3. whom to wake for what they added
+        }
+        let outcome = waiter.outcome, name = self.name, capacity = self.capacity ?? 0
+        self.lock.unlock()
+        return (outcome, name, capacity, after)
+    }
+
+    // MARK: - Threads
+
+    /// A thread failed to start (see `QueueCore+Spawning`). Returns the retry's backoff.
+    func spawnFailed() -> (after: AfterUnlock, retryDelay: UInt64) {
+        var after = AfterUnlock()
+        self.lock.lock()
+        let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff
+        self.drainInboxLocked()  // 2. admit what was added meanwhile
+        after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now
+        self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry
+        self.lock.unlock()
+        return (after, delay)
+    }
+
+    /// The timer's retry of a failed thread start (on the timer thread).
+    func spawnRetried() -> AfterUnlock {
+        var after = AfterUnlock()
+        self.lock.lock()
+        self.idle.retryStarted()  // 1. threads may start again
+        self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push
+        self.drainInboxLocked()  // 3. admit the inbox
+        after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start
+        self.publishIdleLocked()  // 5. the places just reserved
+        self.lock.unlock()
+        return after
+    }
+
+    /// The handle is gone (so there are no members): mark the queue shutting down and wake every parked worker.
+    /// Returns the threads to join.
+    func shutdownBegan() -> (workers: [SpindleThread], after: AfterUnlock) {
+        var after = AfterUnlock()
+        self.lock.lock()
+        self.shuttingDown = true  // 1. workers exit at their next look
+        after.wake = self.idle.wakeAll()  // 2. every parked worker, to see it
+        let workers = self.idle.threads
+        self.lock.unlock()
+        return (workers, after)
+    }
+
+    // MARK: - The wake decision
+
+    /// Decides how to get one more operation running: wake a parked worker, start a thread, or nothing (also when
+    /// a worker is spinning: it will take the work). Caller holds `lock`.
+    @inline(__always)
+    func wakeOrSpawnLocked() -> WakeAction {
+        let action = self.idle.wakeOrSpawn(
+            canDispatch: self.canDispatchLocked, shuttingDown: self.shuttingDown,
+            wanted: self.slots.running + self.ready.count, limit: self.slots.limit)
+        if action != .none {
+            if case .signal(let parker) = action { parker.signalledAt = cshim_clock_monotonic_ns() }
+            self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start
+        }
+        return action
+    }
+
+    /// Wake or spawn as many workers as there are operations that could start now. Caller holds `lock`.
+    /// Allocates nothing.
+    func collectWakeActionsLocked() -> IdleWorkers.WakePlan {
+        var plan = IdleWorkers.WakePlan()
+        let room = self.slots.room(ready: self.ready.count)
+        for _ in 0..<room {
+            let action = self.wakeOrSpawnLocked()
+            if action == .none { break }
+            plan.add(action)
+        }
+        return plan
+    }
+
+    // MARK: - After unlocking
+
+    /// Runs what an event left to do, in `AfterUnlock`'s order, and leaves `after` empty. With `keepingDropsBelow`,
+    /// step 5 waits until that many drops are due (a worker settles `outstanding` in batches). Caller holds no lock.
+    @inline(__always)
+    func perform(_ after: inout AfterUnlock, keepingDropsBelow threshold: Int = 1) {
+        if !after.wake.isEmpty {  // 1.
+            self.perform(after.wake)
+            after.wake = IdleWorkers.WakePlan()
+        }
+        if !after.hasNoReleases {  // 2.–4.
+            let (finished, semaphores, dropped) = after.takeReleases()
+            self.performReleases(finished, semaphores, dropped)
+        }
+        if after.outstandingDrops >= threshold {  // 5.
+            let n = after.outstandingDrops
+            after.outstandingDrops = 0
+            self.dropOutstanding(n)
+        }
+    }
+
+    /// `perform(_:)` for an event's value.
+    @inline(__always)
+    func perform(_ after: AfterUnlock) {
+        var after = after
+        self.perform(&after)
+    }
+
+    /// Steps 2 to 4: the finished operations' waiters, then their references; semaphores; a dropped reference.
+    @inline(__always)
+    private func performReleases(
+        _ finished: Unmanaged<SpindleOperation>?, _ semaphores: [SpindleSemaphore]?,
+        _ dropped: Unmanaged<SpindleOperation>?
+    ) {
+        var next = finished
+        while let op = next {
+            next = op._withUnsafeGuaranteedRef { op in
+                let following = op.nextLink
+                op.nextLink = nil
+                op.releaseWaiters()
+                return following
+            }
+            op.release()
+        }
+        if let semaphores { for semaphore in semaphores { semaphore.signal() } }
+        if let op = dropped { op.release() }
+    }
+
+    /// Step 1: unpark, spawn, schedule the run loop's perform.
+    private func perform(_ plan: IdleWorkers.WakePlan) {
+        plan.unparkAll()
+        for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }
+        if plan.performOnRunLoop {
+            self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
+        }
+    }
+}
