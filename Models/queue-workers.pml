@@ -223,11 +223,11 @@
 /* [IB_CAS]          PIN Sources/Spindle/Queue/FastPath/Inbox.swift:32 "let (done, seen) = self.head.compareExchange(" */
 /* [IB_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Inbox.swift:41 "var isEmpty: Bool { self.head.load(ordering: .sequentiallyConsistent) == 0 }" */
 /* [IB_TAKEALL]      PIN Sources/Spindle/Queue/FastPath/Inbox.swift:50 "var node = Inbox.link(bits: self.head.exchange(0, ordering: .sequentiallyConsistent))" */
-/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:131 "self.drainInboxLocked()" */
-/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:154 "if self.inbox.isEmpty { return }" */
-/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:160 "var oldestFirst = self.inbox.takeAllOldestFirst()" */
-/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:177 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
-/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:268 "if freesSlot { self.slots.free() }" */
+/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:132 "self.drainInboxLocked()" */
+/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:155 "if self.inbox.isEmpty { return }" */
+/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:161 "var oldestFirst = self.inbox.takeAllOldestFirst()" */
+/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:178 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
+/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:269 "if freesSlot { self.slots.free() }" */
 /* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:184 "core.pushToInbox(operation)" */
 /* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:185 "guard core.needsWakeAfterInboxPush() else { return }" */
 /* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:23 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */

@@ -24,12 +24,11 @@ final class ProducerWaiter: @unchecked Sendable {
 /// Bounded queues and the statistics behind `snapshot()`: the queue-side half (under `lock`).
 ///
 /// Capacity counts members that are not barriers (`members.countedByCapacity`): operations added and not yet
-/// finished, running ones included. An add fits when its whole batch fits and no producer is waiting (so a new
-/// producer never overtakes a blocked one: FIFO, no stolen room). Room is handed over, not raced for: the thread
-/// that frees room (`unlinkFinishedLocked`, `setCapacity`, a producer withdrawing) admits the waiting producers'
-/// operations itself, oldest producer first, as long as they fit, and signals them after unlocking. So there is
-/// no lost wakeup (the grant is recorded under the lock before the signal) and no stolen one (nobody else can take
-/// room that was granted).
+/// finished, running ones included. The decisions (what fits, who is granted, refused or withdrawn) are the
+/// `Admission` unit's. The thread that frees room (`unlinkFinishedLocked`, `capacityChanged`, a producer
+/// withdrawing) admits the granted producers' operations itself, oldest producer first, and signals them after
+/// unlocking. So there is no lost wakeup (the grant is recorded under the lock before the signal) and no stolen
+/// one (nobody else can take room that was granted).
 extension QueueCore {
     /// Members that count against the capacity. Caller holds `lock`.
     var countedMembersLocked: Int { self.members.countedByCapacity }
@@ -62,10 +61,7 @@ extension QueueCore {
     }
 
     /// Whether `count` more operations may be admitted now. Caller holds `lock`.
-    func fitsLocked(_ count: Int) -> Bool {
-        guard let capacity = self.capacity else { return true }
-        return self.producers == nil && self.countedMembersLocked + count <= capacity
-    }
+    func fitsLocked(_ count: Int) -> Bool { self.admission.fits(count, counted: self.countedMembersLocked) }
 
     /// Admits claimed operations (all linked before any is scheduled, as `addOperations` does). Caller holds `lock`.
     func admitBatchLocked(_ operations: [SpindleOperation]) {
@@ -74,52 +70,13 @@ extension QueueCore {
         self.noteMembersLocked()
     }
 
-    /// Serves blocked producers in order while the oldest one's batch fits; with `refusingOversized` (after the
-    /// capacity changed) it first releases, out of turn, any whose batch can no longer fit at all. Returns the
-    /// semaphores to signal after unlocking. O(1) when the oldest producer does not fit. Caller holds `lock`.
+    /// Serves blocked producers in order while the oldest one's batch fits (see `Admission.grant`), admitting their
+    /// operations. Returns the semaphores to signal after unlocking. Caller holds `lock`.
     @inline(never)
     func grantProducersLocked(refusingOversized: Bool = false) -> [SpindleSemaphore]? {
-        guard var list = self.producers else { return nil }
-        var signals: [SpindleSemaphore] = []
-        if refusingOversized, let capacity = self.capacity {
-            list.removeAll { waiter in
-                let n = waiter.operations.count
-                guard n > capacity else { return false }
-                waiter.outcome = .refused(.batchExceedsCapacity(name: self.name, count: n, capacity: capacity))
-                signals.append(waiter.semaphore)
-                return true
-            }
-        }
-        var granted = 0
-        for waiter in list {
-            if let capacity = self.capacity, self.countedMembersLocked + waiter.operations.count > capacity {
-                break  // strict FIFO: nobody behind it goes first
-            }
-            self.admitBatchLocked(waiter.operations)
-            waiter.outcome = .granted
-            signals.append(waiter.semaphore)
-            granted += 1
-        }
-        if granted == 0 && signals.isEmpty { return nil }
-        list.removeFirst(granted)
-        self.producers = list.isEmpty ? nil : list
-        return signals.isEmpty ? nil : signals
-    }
-
-    /// A producer still waiting gave up (deadline or task cancellation): takes it out of the line. The caller
-    /// (`producerWaitEnded`) then lets the producers behind it in if they fit now. Caller holds `lock`.
-    func withdrawProducerLocked(_ waiter: ProducerWaiter) {
-        waiter.outcome = .withdrawn
-        if var list = self.producers, let index = list.firstIndex(where: { $0 === waiter }) {
-            list.remove(at: index)
-            self.producers = list.isEmpty ? nil : list
-        }
-        self.stats.recordRejected()
-    }
-
-    /// Blocked producers and the operations they hold. Caller holds `lock`.
-    var blockedProducerCountsLocked: (producers: Int, operations: Int) {
-        guard let list = self.producers else { return (0, 0) }
-        return (list.count, list.reduce(0) { $0 + $1.operations.count })
+        let (granted, signals) = self.admission.grant(
+            counted: self.countedMembersLocked, refusingOversized: refusingOversized, queueName: self.name)
+        for waiter in granted { self.admitBatchLocked(waiter.operations) }
+        return signals
     }
 }

@@ -9,7 +9,7 @@ extension QueueCore {
                 + "held behind barriers \(self.barriers.heldCount), finished \(self.stats.finished)"
             header += " (cancelled \(self.stats.cancelled), failed \(self.stats.failed)), high water "
             header += "\(self.stats.highWaterMembers)/\(self.stats.highWaterRunning)"
-            if let capacity = self.capacity { header += ", capacity \(capacity) (\(self.fullPolicy))" }
+            if let capacity = self.admission.capacity { header += ", capacity \(capacity) (\(self.admission.policy))" }
             var lines = [header]
             var node = self.members.first
             while let link = node {
@@ -31,7 +31,7 @@ extension QueueCore {
                 lines.append(line)
                 node = op.memberNext
             }
-            for waiter in self.producers ?? [] {
+            for waiter in self.admission.producers ?? [] {
                 let names = waiter.operations.prefix(4).map(\.displayName).joined(separator: ", ")
                 lines.append("  blocked producer adding \(waiter.operations.count): \(names)"
                     + (waiter.operations.count > 4 ? ", …" : ""))

@@ -140,8 +140,7 @@ extension QueueCore {
     func capacityChanged(to capacity: Int?, policy: SpindleFullQueuePolicy?) -> AfterUnlock {
         var after = AfterUnlock()
         self.lockAndAdmit()  // 1. admit the inbox
-        self.capacity = capacity  // 2. the settings and their lock-free hint
-        if let policy { self.fullPolicy = policy }
+        self.admission.set(capacity: capacity, policy: policy)  // 2. the settings and their lock-free hint
         self.boundedHint.set(capacity != nil)
         after.addSemaphores(self.grantProducersLocked(refusingOversized: true))  // 3. blocked producers that fit
         after.wake = self.collectWakeActionsLocked()  // 4. whom to wake for what they added
@@ -157,11 +156,12 @@ extension QueueCore {
         var after = AfterUnlock()
         self.lock.lock()
         if withdraw, case .waiting = waiter.outcome {
-            self.withdrawProducerLocked(waiter)  // 1. out of the line
+            self.admission.withdraw(waiter)  // 1. out of the line
+            self.stats.recordRejected()
             after.addSemaphores(self.grantProducersLocked())  // 2. the producers behind it, if they fit now
             after.wake = self.collectWakeActionsLocked()  // 3. whom to wake for what they added
         }
-        let outcome = waiter.outcome, name = self.name, capacity = self.capacity ?? 0
+        let outcome = waiter.outcome, name = self.name, capacity = self.admission.capacity ?? 0
         self.lock.unlock()
         return (outcome, name, capacity, after)
     }
@@ -198,7 +198,7 @@ extension QueueCore {
     func shutdownBegan() -> (workers: [SpindleThread], after: AfterUnlock) {
         var after = AfterUnlock()
         self.lock.lock()
-        self.shuttingDown = true  // 1. workers exit at their next look
+        self.lifecycle.beginShutdown()  // 1. workers exit at their next look
         after.wake = self.idle.wakeAll()  // 2. every parked worker, to see it
         let workers = self.idle.threads
         self.lock.unlock()

@@ -9,7 +9,7 @@ extension QueueCore {
     /// Caller holds `lock`.
     func checkInvariantsLocked() -> Bool {
         self.idle.check() && self.slots.check() && self.stats.check() && self.barriers.check() && self.members.check()
-            && self.asyncDrainWaiters.check()
+            && self.asyncDrainWaiters.check() && self.admission.check()
             && self.members.count
                 == self.barriers.activeUnfinished + self.barriers.heldCount + (self.barriers.barrierActive ? 1 : 0)
             && (self.members.count > 0 || self.ready.count == 0)

@@ -37,7 +37,7 @@ import Synchronization
 /// path's `operationDidFinish` drops it when the list owns it. All under `lock`; no reference is ever dropped
 /// under it.
 ///
-/// Lifecycle: `running` (accepting and running work) → `shuttingDown` (the handle was released; only possible
+/// Lifecycle (`QueueLifecycle`): `running` (accepting and running work) → `shuttingDown` (the handle was released; only possible
 /// with nothing outstanding, since the core retains the handle until then) → workers exit and are joined (a
 /// worker that performs the shutdown itself is detached instead, as it is about to exit). Forward only.
 final class QueueCore: @unchecked Sendable {
@@ -53,7 +53,11 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var slots: DispatchSlots
     /// The workers and the wake decision (see `IdleWorkers`); mirrored for adding threads in `idleHints`.
     @exclusivity(unchecked) var idle: IdleWorkers
-    @exclusivity(unchecked) var shuttingDown = false
+    /// Running or shutting down (see `QueueLifecycle`).
+    @exclusivity(unchecked) var lifecycle = QueueLifecycle()
+    /// `lifecycle.isShuttingDown`. Caller holds `lock`.
+    @inline(__always)
+    var shuttingDown: Bool { self.lifecycle.isShuttingDown }
     /// Which members are released and which are held behind a barrier (see `BarrierGate`).
     @exclusivity(unchecked) var barriers = BarrierGate<Unmanaged<SpindleOperation>>()
     /// The counters behind `snapshot()` (see `QueueStatistics`).
@@ -73,12 +77,9 @@ final class QueueCore: @unchecked Sendable {
     /// drains (see `DrainWaiters`). Under `lock`.
     @exclusivity(unchecked) var asyncDrainWaiters = DrainWaiters()
 
-    // Bounded queues (see `QueueCore+Backpressure`). Under `lock` except `boundedHint`.
-    /// Most members (barriers excluded) admitted and not finished; nil: unbounded.
-    @exclusivity(unchecked) var capacity: Int? = nil
-    @exclusivity(unchecked) var fullPolicy: SpindleFullQueuePolicy = .block
-    /// Blocked producers, oldest first; nil (not empty) when there are none, so the finish path tests one field.
-    @exclusivity(unchecked) var producers: [ProducerWaiter]? = nil
+    /// Capacity, full-queue policy and blocked producers (see `Admission`, `QueueCore+Backpressure`); mirrored
+    /// for adding threads in `boundedHint`. Under `lock`.
+    @exclusivity(unchecked) var admission = Admission()
 
     // MARK: What an adding thread touches
     // Padded off from the fields above, which workers write for every operation (buckets, counts, `pushes`): an
@@ -271,7 +272,7 @@ final class QueueCore: @unchecked Sendable {
         self.barriers.finished(isBarrier: op.isBarrier)
         if self.barriers.mayRelease { self.releaseHeldLocked() }
         var wake: [SpindleSemaphore]? = nil
-        if self.producers != nil { wake = self.grantProducersLocked() }  // room for blocked producers
+        if self.admission.hasProducers { wake = self.grantProducersLocked() }  // room for blocked producers
         if self.members.count == 0 {
             // Nothing is reserved now: newly ready operations need not check reservations until one is made.
             if self.floorLocked != QueueCore.noFloor { self.setFloorLocked(QueueCore.noFloor) }

@@ -28,10 +28,10 @@ extension SpindleOperationQueue {
 
     /// The most operations (added, not finished; barriers excluded) the queue holds; nil: unbounded (default).
     /// Any thread.
-    public var capacity: Int? { self.core.lock.withLock { self.core.capacity } }
+    public var capacity: Int? { self.core.lock.withLock { self.core.admission.capacity } }
 
     /// What a plain add does when the queue is full (default `.block`). Any thread.
-    public var fullQueuePolicy: SpindleFullQueuePolicy { self.core.lock.withLock { self.core.fullPolicy } }
+    public var fullQueuePolicy: SpindleFullQueuePolicy { self.core.lock.withLock { self.core.admission.policy } }
 
     /// Sets the capacity (nil: unbounded) and, if given, the policy. Takes effect at once (see the decisions
     /// above). Any thread.
@@ -124,15 +124,15 @@ extension SpindleOperationQueue {
         }
         let n = operations.count
         var refusal: SpindleError? = nil
-        if let capacity = core.capacity, n > capacity {
+        if let capacity = core.admission.capacity, n > capacity {
             refusal = .batchExceedsCapacity(name: core.name, count: n, capacity: capacity)
         } else if core.fitsLocked(n) {
             core.perform(core.admitClaimedBatchUnlocking(operations))
             return nil
         } else {
-            switch policy ?? core.fullPolicy {
+            switch policy ?? core.admission.policy {
             case .reject:
-                refusal = .queueFull(name: core.name, capacity: core.capacity ?? 0)
+                refusal = .queueFull(name: core.name, capacity: core.admission.capacity ?? 0)
             case .callerRuns:
                 if self.canRunOnCaller(operations) {
                     core.stats.recordRanOnCaller(n)
@@ -141,13 +141,13 @@ extension SpindleOperationQueue {
                     SpindleOperationQueue.runOnCaller(operations)
                     return nil
                 }
-                refusal = .queueFull(name: core.name, capacity: core.capacity ?? 0)
+                refusal = .queueFull(name: core.name, capacity: core.admission.capacity ?? 0)
             case .block:
                 if checkOwnQueue && self.isOwnQueueOfCallingThread {
                     refusal = .waitOnOwnQueue(name: core.name)
                 } else {
                     let waiter = ProducerWaiter(operations)
-                    core.producers = (core.producers ?? []) + [waiter]
+                    core.admission.enqueue(waiter)
                     core.lock.unlock()
                     return waiter
                 }

@@ -25,13 +25,13 @@ extension SpindleOperationQueue {
                     waiting[op.queuePriority, default: 0] += 1
                 }
             }
-            let blocked = core.blockedProducerCountsLocked
+            let blocked = core.admission.blockedCounts
             return SpindleQueueSnapshot(
                 name: core.name, maxConcurrentOperationCount: core.slots.limit, isSuspended: core.slots.suspended,
                 operationCount: core.countedMembersLocked, waitingByPriority: waiting, ready: ready,
                 executing: core.slots.running, finished: core.stats.finished, cancelled: core.stats.cancelled,
                 failed: core.stats.failed, highWaterOperationCount: core.stats.highWaterMembers,
-                highWaterExecuting: core.stats.highWaterRunning, capacity: core.capacity, fullQueuePolicy: core.fullPolicy,
+                highWaterExecuting: core.stats.highWaterRunning, capacity: core.admission.capacity, fullQueuePolicy: core.admission.policy,
                 blockedProducers: blocked.producers, blockedOperations: blocked.operations,
                 rejected: core.stats.rejected, ranOnCaller: core.stats.ranOnCaller, waitTimeSamples: core.stats.waitSamples,
                 totalWaitTime: .nanoseconds(Int64(clamping: core.stats.waitTotalNs)),
