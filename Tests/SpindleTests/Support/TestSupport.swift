@@ -3,7 +3,7 @@ import Spindle
 import Testing
 
 // Helpers shared by the primitive and thread tests. Nothing here sleeps as synchronisation: the only polling is
-// `waitUntil`, for facts the kernel publishes in /proc with no signal to wait on (thread counts, thread states).
+// `waitUntil`, a condition re-checked until a deadline, for facts that come with no signal to wait on.
 
 // MARK: - Clocks
 
@@ -23,8 +23,11 @@ func monotonicNanoseconds() -> UInt64 {
 
 // MARK: - Polling /proc
 
-/// Polls `condition` with short nanosleeps until it holds or `seconds` have passed; returns whether it held.
-/// Only for facts with no signal to wait on (entries of /proc); everything else uses semaphores.
+/// Re-checks `condition` every 0.2 ms until it holds or `seconds` have passed; returns whether it held, and the
+/// caller asserts that. The pause only spaces the checks: nothing is assumed to have happened after it. Only for
+/// facts that come with no signal to wait on: entries of /proc (a thread gone, a thread's state), a weak reference
+/// cleared, a thread arrived inside a primitive (a semaphore's waiter line, a blocked producer). Everything a test
+/// can be told about, it waits for on a semaphore or condition with a deadline.
 func waitUntil(deadline seconds: Double, _ condition: () -> Bool) -> Bool {
     let end = monotonicSeconds() + seconds
     var pause = timespec(tv_sec: 0, tv_nsec: 200_000)
