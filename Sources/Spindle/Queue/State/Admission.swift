@@ -85,6 +85,7 @@ struct Admission {
             signals.append(waiter.semaphore)
             granted += 1
         }
+        if granted == 0 && signals.isEmpty { return ([], nil) }  // nobody moved: leave the line as it is (no copy)
         let grantedWaiters = Array(list.prefix(granted))
         list.removeFirst(granted)
         self.producers = list.isEmpty ? nil : list
