@@ -1,3 +1,4 @@
+import Glibc
 import Spindle
 import Synchronization
 
@@ -27,6 +28,7 @@ final class ConcOp: SpindleConcurrentOperation, @unchecked Sendable {
     let finishSuccesses = Atomic<Int>(0)
     let attemptsDone = Atomic<Int>(0)  // finish() calls that have returned (the queue drains inside finish())
     let inSlot = Atomic<Bool>(false)
+    let slotLeft = Atomic<Bool>(false)  // set by whoever took `inSlot` to false, after leaving `slots`
 
     init(ctx: ScenarioContext, index: Int, mode: Mode, delayUs: Int, slots: HighWater, width: Int) {
         self.ctx = ctx
@@ -40,8 +42,23 @@ final class ConcOp: SpindleConcurrentOperation, @unchecked Sendable {
 
     /// One finish() attempt: success counted; the only acceptable failure is operationAlreadyFinished.
     func attemptFinish() {
-        // Leave the slot count before finishing: once finished, the queue may start the next one.
-        if self.inSlot.exchange(false, ordering: .acquiringAndReleasing) { self.slots.leave() }
+        // Leave the slot count before finishing: once finished, the queue may start the next one. With two racing
+        // finishers, the one that lost the exchange waits until the winner has left before it may finish: the
+        // winner can be preempted between the two, and the loser's finish() would then free the queue's slot
+        // while this operation still counts (a false "width-exceeded").
+        if self.inSlot.exchange(false, ordering: .acquiringAndReleasing) {
+            self.slots.leave()
+            self.slotLeft.store(true, ordering: .releasing)
+        } else {
+            let limit = SpindleDeadline.after(.seconds(5))
+            while !self.slotLeft.load(ordering: .acquiring) {
+                if limit.hasPassed {
+                    ctx.violation("slot-not-left", "op \(self.index) (\(self.mode)): the winning finisher never left")
+                    break
+                }
+                sched_yield()
+            }
+        }
         do {
             try self.finish()
             self.finishSuccesses.add(1, ordering: .relaxed)
@@ -86,7 +103,10 @@ final class ConcOp: SpindleConcurrentOperation, @unchecked Sendable {
                 }
             }
         case .throwing:
-            if self.inSlot.exchange(false, ordering: .acquiringAndReleasing) { self.slots.leave() }
+            if self.inSlot.exchange(false, ordering: .acquiringAndReleasing) {
+                self.slots.leave()
+                self.slotLeft.store(true, ordering: .releasing)
+            }
             throw Boom()
         }
     }
@@ -104,7 +124,8 @@ final class ConcOp: SpindleConcurrentOperation, @unchecked Sendable {
 enum ConcurrentScenario {
     static let invariants = ["finish-not-once", "second-finish-accepted", "wrong-error", "main-not-once",
                              "main-after-precancel", "completion-not-once", "completion-before-finished",
-                             "missing-error", "width-exceeded", "state-in-main", "not-finished", "drain-timeout"]
+                             "missing-error", "width-exceeded", "slot-not-left", "state-in-main", "not-finished",
+                             "drain-timeout"]
 
     static func run(_ ctx: ScenarioContext) {
         let widths = [4, 16]
