@@ -152,15 +152,15 @@
 /* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:160 "let signalled = self.idle.unparked(parker)" */
 /* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "self.publishIdleLocked()" */
 /* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:162 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
-/* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:214 "let action = self.idle.wakeOrSpawn(" */
-/* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:219 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
-/* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:228 "let room = self.slots.room(ready: self.ready.count)" */
-/* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "let action = self.wakeOrSpawnLocked()" */
-/* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:231 "if action == .none { break }" */
+/* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:16 "let action = self.idle.wakeOrSpawn(" */
+/* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:21 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
+/* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:30 "let room = self.slots.room(ready: self.ready.count)" */
+/* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:32 "let action = self.wakeOrSpawnLocked()" */
+/* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "if action == .none { break }" */
 /* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:87 "parker.unpark()" */
-/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:288 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Events.swift:287 "plan.unparkAll()" */
-/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:288 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:90 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:89 "plan.unparkAll()" */
+/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:90 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:179 "let link = self.ready.popHighest()!" */
 /* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:180 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:29 "override func fire() { self.core.retrySpawn() }" */
@@ -169,20 +169,20 @@
 /* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:41 "let (lateForShutdown, recoveredFrom) = self.lock.withLock { () -> (Bool, Int) in" */
 /* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:42 "let failures = self.idle.threadStarted(thread)" */
 /* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "self.publishIdleLocked()" */
-/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:174 "self.lock.lock()" */
-/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:175 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
-/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:176 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
-/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:177 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
-/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:178 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
+/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:202 "self.lock.lock()" */
+/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:203 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
+/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:204 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
+/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:205 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
+/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:206 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
 /* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "self.perform(after)" */
 /* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:57 "let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))" */
 /* [F_NOTSCHED]      PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:60 "self.idle.retryNotScheduled()" */
-/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:186 "self.lock.lock()" */
-/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:187 "self.idle.retryStarted()  // 1. threads may start again" */
-/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:188 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
-/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:189 "self.drainInboxLocked()  // 3. admit the inbox" */
-/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:190 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
-/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:191 "self.publishIdleLocked()  // 5. the places just reserved" */
+/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:214 "self.lock.lock()" */
+/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:215 "self.idle.retryStarted()  // 1. threads may start again" */
+/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:216 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
+/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:217 "self.drainInboxLocked()  // 3. admit the inbox" */
+/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:218 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
+/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:219 "self.publishIdleLocked()  // 5. the places just reserved" */
 /* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:72 "self.perform(self.spawnRetried())" */
 /* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:115 "guard canDispatch, !shuttingDown else { return .none }" */
 /* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:121 "if self.spinning { return .none }" */
@@ -230,19 +230,19 @@
 /* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:269 "if freesSlot { self.slots.free() }" */
 /* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:184 "core.pushToInbox(operation)" */
 /* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:185 "guard core.needsWakeAfterInboxPush() else { return }" */
-/* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:23 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */
-/* [A_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:24 "after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake" */
-/* [A_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:25 "self.lock.unlock()" */
+/* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:22 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */
+/* [A_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:23 "after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake" */
+/* [A_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:24 "self.lock.unlock()" */
 /* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:186 "core.perform(core.pushedToInbox())" */
 /* [SL_CANDISPATCH]  PIN Sources/Spindle/Queue/State/DispatchSlots.swift:33 "func canDispatch(ready: Int) -> Bool { ready > 0 && self.hasFreeSlot }" */
 /* [SL_ROOM]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:36 "func room(ready: Int) -> Int { self.suspended ? 0 : max(0, min(ready, self.limit - self.running)) }" */
 /* [SL_TAKE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:41 "self.running += 1" */
 /* [SL_FREE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:48 "self.running -= 1" */
-/* [WD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:118 "self.lockAndAdmit()  // 1. admit the inbox" */
-/* [WD_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:119 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
-/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:121 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
-/* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:122 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
-/* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:123 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
+/* [WD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:146 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [WD_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:147 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
+/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:149 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
+/* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:150 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
+/* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:151 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
 /* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:222 "self.core.perform(self.core.widthChanged(requested: value))" */
 
 

@@ -2,7 +2,7 @@
 /// `enqueued`, their `queue` set, not members).
 ///
 /// State machine, every transition under the queue's `lock`:
-/// - `waiting`: in `QueueCore.producers` (FIFO);
+/// - `waiting`: in `Admission.producers` (FIFO);
 /// - `granted` (terminal): whoever made room (a finishing member, a capacity change, a producer giving up ahead
 ///   of it) admitted its operations and took it out of the list; the semaphore is signalled after unlocking;
 /// - `refused` (terminal): the capacity was lowered below its batch's size; taken out of the list, semaphore

@@ -1,15 +1,14 @@
-import CShim
-
 /// The queue's events. Each takes the lock, calls the units in numbered steps, releases the lock and returns one
-/// `AfterUnlock` saying what is left to do; the caller hands it to `perform(_:)`, which runs it in the one order
-/// `AfterUnlock` documents (wake, finished operations' waiters, semaphores, references, `outstanding`). No event
-/// allocates on the hot path, signals, spawns, drops a reference or runs user code under the lock.
+/// `AfterUnlock` saying what is left to do; the caller hands it to `perform(_:)` (in `QueueCore+Wake`), which
+/// runs it in the one order `AfterUnlock` documents (wake, finished operations' waiters, semaphores, references,
+/// `outstanding`). No event allocates on the hot path, signals, spawns, drops a reference or runs user code under
+/// the lock.
 ///
 /// Every event's first step admits the inbox (`lockAndAdmit`), so it sees every operation added before it; in
 /// debug builds that step also checks the cross-unit invariants (`checkInvariantsLocked`).
 ///
-/// Events here: an add that needs a wake, an add under the lock (barrier, run-loop-served queue, batch), an
-/// operation became ready, a member finished off its worker, its priority changed, width, suspension and capacity
+/// Events here: an add that needs a wake, an add under the lock (barrier, run-loop-served queue, batch), a bounded
+/// add, an operation became ready, a member finished off its worker, its priority changed, width, suspension and capacity
 /// changed, a blocked producer gave up, a thread failed to start or is retried, shutdown. The worker's own events
 /// (take, its batch finished, idle) are in `QueueCore+Workers`, using the same `AfterUnlock` and `perform`.
 extension QueueCore {
@@ -48,6 +47,35 @@ extension QueueCore {
         after.wake = self.collectWakeActionsLocked()  // 2. one wake per operation that can start now
         self.lock.unlock()
         return after
+    }
+
+    /// A bounded add whose operations the caller claimed under the lock (after `lockAndAdmit`): `Admission`
+    /// decides; the batch is admitted, or a producer joins the line (returned: the caller waits on it), or the
+    /// refusal or the run on the caller is counted. Unlocks. The caller gives back (unclaims) the operations of an
+    /// add that was refused or runs on the caller.
+    func boundedAddClaimedUnlocking(
+        _ operations: [SpindleOperation], policy: SpindleFullQueuePolicy?,
+        canRunOnCaller: () -> Bool, mayWait: () -> Bool
+    ) -> (decision: Admission.AddDecision, waiter: ProducerWaiter?, after: AfterUnlock) {
+        var after = AfterUnlock()
+        var waiter: ProducerWaiter? = nil
+        let decision = self.admission.decide(  // 1. what the add does
+            count: operations.count, counted: self.countedMembersLocked, policy: policy, queueName: self.name,
+            canRunOnCaller: canRunOnCaller, mayWait: mayWait)
+        switch decision {  // 2. do it
+        case .admit:
+            self.admitBatchLocked(operations)
+            after.wake = self.collectWakeActionsLocked()  // 3. one wake per operation that can start now
+        case .wait:
+            waiter = ProducerWaiter(operations)
+            self.admission.enqueue(waiter!)
+        case .runOnCaller:
+            self.stats.recordRanOnCaller(operations.count)
+        case .refuse:
+            self.stats.recordRejected()
+        }
+        self.lock.unlock()
+        return (decision, waiter, after)
     }
 
     // MARK: - Events from operations
@@ -203,91 +231,5 @@ extension QueueCore {
         let workers = self.idle.threads
         self.lock.unlock()
         return (workers, after)
-    }
-
-    // MARK: - The wake decision
-
-    /// Decides how to get one more operation running: wake a parked worker, start a thread, or nothing (also when
-    /// a worker is spinning: it will take the work). Caller holds `lock`.
-    @inline(__always)
-    func wakeOrSpawnLocked() -> WakeAction {
-        let action = self.idle.wakeOrSpawn(
-            canDispatch: self.canDispatchLocked, shuttingDown: self.shuttingDown,
-            wanted: self.slots.running + self.ready.count, limit: self.slots.limit)
-        if action != .none {
-            if case .signal(let parker) = action { parker.signalledAt = cshim_clock_monotonic_ns() }
-            self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start
-        }
-        return action
-    }
-
-    /// Wake or spawn as many workers as there are operations that could start now. Caller holds `lock`.
-    /// Allocates nothing.
-    func collectWakeActionsLocked() -> IdleWorkers.WakePlan {
-        var plan = IdleWorkers.WakePlan()
-        let room = self.slots.room(ready: self.ready.count)
-        for _ in 0..<room {
-            let action = self.wakeOrSpawnLocked()
-            if action == .none { break }
-            plan.add(action)
-        }
-        return plan
-    }
-
-    // MARK: - After unlocking
-
-    /// Runs what an event left to do, in `AfterUnlock`'s order, and leaves `after` empty. With `keepingDropsBelow`,
-    /// step 5 waits until that many drops are due (a worker settles `outstanding` in batches). Caller holds no lock.
-    @inline(__always)
-    func perform(_ after: inout AfterUnlock, keepingDropsBelow threshold: Int = 1) {
-        if !after.wake.isEmpty {  // 1.
-            self.perform(after.wake)
-            after.wake = IdleWorkers.WakePlan()
-        }
-        if !after.hasNoReleases {  // 2.–4.
-            let (finished, semaphores, dropped) = after.takeReleases()
-            self.performReleases(finished, semaphores, dropped)
-        }
-        if after.outstandingDrops >= threshold {  // 5.
-            let n = after.outstandingDrops
-            after.outstandingDrops = 0
-            self.dropOutstanding(n)
-        }
-    }
-
-    /// `perform(_:)` for an event's value.
-    @inline(__always)
-    func perform(_ after: AfterUnlock) {
-        var after = after
-        self.perform(&after)
-    }
-
-    /// Steps 2 to 4: the finished operations' waiters, then their references; semaphores; a dropped reference.
-    @inline(__always)
-    private func performReleases(
-        _ finished: Unmanaged<SpindleOperation>?, _ semaphores: [SpindleSemaphore]?,
-        _ dropped: Unmanaged<SpindleOperation>?
-    ) {
-        var next = finished
-        while let op = next {
-            next = op._withUnsafeGuaranteedRef { op in
-                let following = op.nextLink
-                op.nextLink = nil
-                op.releaseWaiters()
-                return following
-            }
-            op.release()
-        }
-        if let semaphores { for semaphore in semaphores { semaphore.signal() } }
-        if let op = dropped { op.release() }
-    }
-
-    /// Step 1: unpark, spawn, schedule the run loop's perform.
-    private func perform(_ plan: IdleWorkers.WakePlan) {
-        plan.unparkAll()
-        for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }
-        if plan.performOnRunLoop {
-            self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
-        }
     }
 }

@@ -122,41 +122,23 @@ extension SpindleOperationQueue {
             }
             claimed += 1
         }
-        let n = operations.count
-        var refusal: SpindleError? = nil
-        if let capacity = core.admission.capacity, n > capacity {
-            refusal = .batchExceedsCapacity(name: core.name, count: n, capacity: capacity)
-        } else if core.fitsLocked(n) {
-            core.perform(core.admitClaimedBatchUnlocking(operations))
+        let (decision, waiter, after) = core.boundedAddClaimedUnlocking(
+            operations, policy: policy, canRunOnCaller: { self.canRunOnCaller(operations) },
+            mayWait: { !(checkOwnQueue && self.isOwnQueueOfCallingThread) })
+        core.perform(after)
+        switch decision {
+        case .admit:
             return nil
-        } else {
-            switch policy ?? core.admission.policy {
-            case .reject:
-                refusal = .queueFull(name: core.name, capacity: core.admission.capacity ?? 0)
-            case .callerRuns:
-                if self.canRunOnCaller(operations) {
-                    core.stats.recordRanOnCaller(n)
-                    for op in operations { self.unclaim(op) }
-                    core.lock.unlock()
-                    SpindleOperationQueue.runOnCaller(operations)
-                    return nil
-                }
-                refusal = .queueFull(name: core.name, capacity: core.admission.capacity ?? 0)
-            case .block:
-                if checkOwnQueue && self.isOwnQueueOfCallingThread {
-                    refusal = .waitOnOwnQueue(name: core.name)
-                } else {
-                    let waiter = ProducerWaiter(operations)
-                    core.admission.enqueue(waiter)
-                    core.lock.unlock()
-                    return waiter
-                }
-            }
-            core.stats.recordRejected()
+        case .wait:
+            return waiter
+        case .runOnCaller:
+            for op in operations { self.unclaim(op) }
+            SpindleOperationQueue.runOnCaller(operations)
+            return nil
+        case .refuse(let error):
+            for op in operations { self.unclaim(op) }
+            throw error
         }
-        for op in operations { self.unclaim(op) }
-        core.lock.unlock()
-        throw refusal!
     }
 
     /// After a producer's wait: nil if its operations were added; else the error to throw (`queueFull` when it
@@ -184,7 +166,8 @@ extension SpindleOperationQueue {
     }
 
     /// Whether the batch can run on the calling thread in its order: no operation waits for an unfinished later
-    /// one of the batch, or for the operation running on this thread. Caller holds the queue's lock.
+    /// one of the batch, or for the operation running on this thread. Asked by `Admission.decide`, under the
+    /// queue's lock (it takes the operations' locks, which come after it).
     private func canRunOnCaller(_ operations: [SpindleOperation]) -> Bool {
         let context = ThreadContext.current
         for (i, op) in operations.enumerated() {

@@ -22,6 +22,55 @@ import Testing
         #expect(admission.check())
     }
 
+    /// `decide` with the two caller questions answered `runs` and `waits`, recording which were asked.
+    func decide(_ admission: Admission, _ n: Int, counted: Int, policy: SpindleFullQueuePolicy? = nil,
+                runs: Bool = true, waits: Bool = true) -> (decision: Admission.AddDecision, asked: [String]) {
+        var asked: [String] = []
+        let decision = admission.decide(
+            count: n, counted: counted, policy: policy, queueName: "q",
+            canRunOnCaller: { asked.append("runs"); return runs }, mayWait: { asked.append("waits"); return waits })
+        return (decision, asked)
+    }
+
+    @Test func decideFollowsTheCapacityThenThePolicy() {
+        var admission = Admission()
+        do {  // unbounded: everything is admitted, nobody is asked anything
+            let (d, asked) = self.decide(admission, 1_000, counted: 1_000)
+            #expect({ if case .admit = d { true } else { false } }() && asked.isEmpty)
+        }
+        admission.set(capacity: 3, policy: .reject)
+        do {  // larger than the capacity: refused whatever the policy
+            let (d, asked) = self.decide(admission, 4, counted: 0, policy: .block)
+            #expect({ if case .refuse(.batchExceedsCapacity(_, 4, 3)) = d { true } else { false } }() && asked.isEmpty)
+        }
+        do {
+            let (d, _) = self.decide(admission, 2, counted: 1)
+            #expect({ if case .admit = d { true } else { false } }())
+        }
+        do {  // full, the queue's policy: refused
+            let (d, asked) = self.decide(admission, 2, counted: 2)
+            #expect({ if case .refuse(.queueFull(_, 3)) = d { true } else { false } }() && asked.isEmpty)
+        }
+        do {  // full, caller-runs: runs on the caller if it can, else refused
+            let (d, asked) = self.decide(admission, 1, counted: 3, policy: .callerRuns)
+            #expect({ if case .runOnCaller = d { true } else { false } }() && asked == ["runs"])
+            let (d2, _) = self.decide(admission, 1, counted: 3, policy: .callerRuns, runs: false)
+            #expect({ if case .refuse(.queueFull(_, 3)) = d2 { true } else { false } }())
+        }
+        do {  // full, block: waits, unless the caller would wait for room it holds
+            let (d, asked) = self.decide(admission, 1, counted: 3, policy: .block)
+            #expect({ if case .wait = d { true } else { false } }() && asked == ["waits"])
+            let (d2, _) = self.decide(admission, 1, counted: 3, policy: .block, waits: false)
+            #expect({ if case .refuse(.waitOnOwnQueue(_)) = d2 { true } else { false } }())
+        }
+        do {  // room, but a producer is blocked: the newcomer does not overtake it
+            admission.enqueue(self.waiter(1))
+            let (d, _) = self.decide(admission, 1, counted: 0, policy: .block)
+            #expect({ if case .wait = d { true } else { false } }())
+        }
+        #expect(admission.check())
+    }
+
     @Test func grantsAreStrictlyFifoAndStopAtTheFirstThatDoesNotFit() {
         var admission = Admission()
         admission.set(capacity: 5, policy: .block)

@@ -36,6 +36,38 @@ struct Admission {
         if let policy { self.policy = policy }
     }
 
+    /// What an add does now (see `decide`).
+    enum AddDecision {
+        /// The batch fits: admit it.
+        case admit
+        /// Refused with this error; nothing is added.
+        case refuse(SpindleError)
+        /// The queue is full and its policy is `.callerRuns`: the caller runs the batch itself.
+        case runOnCaller
+        /// The queue is full and the add blocks: a producer joins the line (`enqueue`).
+        case wait
+    }
+
+    /// Decides an add of `count` operations with `counted` members counted against the capacity: a batch larger
+    /// than the capacity is refused whatever the policy; one that fits is admitted; otherwise `policy` (nil: the
+    /// queue's) says: refuse, run on the caller if `canRunOnCaller()`, or wait if `mayWait()` (else the caller
+    /// would wait for room it holds itself: `waitOnOwnQueue`). The two questions are asked only when needed.
+    func decide(count: Int, counted: Int, policy: SpindleFullQueuePolicy?, queueName: String,
+                canRunOnCaller: () -> Bool, mayWait: () -> Bool) -> AddDecision {
+        if let capacity = self.capacity, count > capacity {
+            return .refuse(.batchExceedsCapacity(name: queueName, count: count, capacity: capacity))
+        }
+        if self.fits(count, counted: counted) { return .admit }
+        switch policy ?? self.policy {
+        case .reject:
+            return .refuse(.queueFull(name: queueName, capacity: self.capacity ?? 0))
+        case .callerRuns:
+            return canRunOnCaller() ? .runOnCaller : .refuse(.queueFull(name: queueName, capacity: self.capacity ?? 0))
+        case .block:
+            return mayWait() ? .wait : .refuse(.waitOnOwnQueue(name: queueName))
+        }
+    }
+
     /// Whether `count` more operations may be admitted now, with `counted` members counted against the capacity.
     func fits(_ count: Int, counted: Int) -> Bool {
         guard let capacity = self.capacity else { return true }

@@ -1,0 +1,95 @@
+import CShim
+
+/// The wake decision and the one place an event's `AfterUnlock` is carried out. The events (`QueueCore+Events`)
+/// and the worker's own steps (`QueueCore+Workers`) call `wakeOrSpawnLocked` / `collectWakeActionsLocked` under the
+/// lock, where `IdleWorkers` decides; they hand what is left to `perform(_:)` after unlocking, which runs it in
+/// `AfterUnlock`'s order: (1) the wake (unpark, spawn, the run loop's perform), (2) the finished operations'
+/// waiters, then their references, (3) semaphores, (4) a dropped reference, (5) `outstanding`, last, since the
+/// handle (and this core) may go away there.
+extension QueueCore {
+    // MARK: - The wake decision
+
+    /// Decides how to get one more operation running: wake a parked worker, start a thread, or nothing (also when
+    /// a worker is spinning: it will take the work). Caller holds `lock`.
+    @inline(__always)
+    func wakeOrSpawnLocked() -> WakeAction {
+        let action = self.idle.wakeOrSpawn(
+            canDispatch: self.canDispatchLocked, shuttingDown: self.shuttingDown,
+            wanted: self.slots.running + self.ready.count, limit: self.slots.limit)
+        if action != .none {
+            if case .signal(let parker) = action { parker.signalledAt = cshim_clock_monotonic_ns() }
+            self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start
+        }
+        return action
+    }
+
+    /// Wake or spawn as many workers as there are operations that could start now. Caller holds `lock`.
+    /// Allocates nothing.
+    func collectWakeActionsLocked() -> IdleWorkers.WakePlan {
+        var plan = IdleWorkers.WakePlan()
+        let room = self.slots.room(ready: self.ready.count)
+        for _ in 0..<room {
+            let action = self.wakeOrSpawnLocked()
+            if action == .none { break }
+            plan.add(action)
+        }
+        return plan
+    }
+
+    // MARK: - After unlocking
+
+    /// Runs what an event left to do, in `AfterUnlock`'s order, and leaves `after` empty. With `keepingDropsBelow`,
+    /// step 5 waits until that many drops are due (a worker settles `outstanding` in batches). Caller holds no lock.
+    @inline(__always)
+    func perform(_ after: inout AfterUnlock, keepingDropsBelow threshold: Int = 1) {
+        if !after.wake.isEmpty {  // 1.
+            self.perform(after.wake)
+            after.wake = IdleWorkers.WakePlan()
+        }
+        if !after.hasNoReleases {  // 2.–4.
+            let (finished, semaphores, dropped) = after.takeReleases()
+            self.performReleases(finished, semaphores, dropped)
+        }
+        if after.outstandingDrops >= threshold {  // 5.
+            let n = after.outstandingDrops
+            after.outstandingDrops = 0
+            self.dropOutstanding(n)
+        }
+    }
+
+    /// `perform(_:)` for an event's value.
+    @inline(__always)
+    func perform(_ after: AfterUnlock) {
+        var after = after
+        self.perform(&after)
+    }
+
+    /// Steps 2 to 4: the finished operations' waiters, then their references; semaphores; a dropped reference.
+    @inline(__always)
+    private func performReleases(
+        _ finished: Unmanaged<SpindleOperation>?, _ semaphores: [SpindleSemaphore]?,
+        _ dropped: Unmanaged<SpindleOperation>?
+    ) {
+        var next = finished
+        while let op = next {
+            next = op._withUnsafeGuaranteedRef { op in
+                let following = op.nextLink
+                op.nextLink = nil
+                op.releaseWaiters()
+                return following
+            }
+            op.release()
+        }
+        if let semaphores { for semaphore in semaphores { semaphore.signal() } }
+        if let op = dropped { op.release() }
+    }
+
+    /// Step 1: unpark, spawn, schedule the run loop's perform.
+    private func perform(_ plan: IdleWorkers.WakePlan) {
+        plan.unparkAll()
+        for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }
+        if plan.performOnRunLoop {
+            self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
+        }
+    }
+}
