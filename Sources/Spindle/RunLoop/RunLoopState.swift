@@ -52,6 +52,9 @@ struct RunLoopState {
     /// Set by `stop()`, cleared by the run that observes it (a stop is never lost: a stop while the loop is not
     /// running makes its next run return at once).
     var stopRequested = false
+    /// Holds taken by `SpindleRunLoopThread` while it runs the loop: with a hold, a mode with nothing registered
+    /// still waits (for a perform, a port added later, or `stop()`) instead of returning at once.
+    var keepAliveHolds = 0
     var nextSequence: UInt64 = 0
 
     mutating func takeSequence() -> UInt64 {
@@ -70,9 +73,10 @@ struct RunLoopState {
         perform.modes.contains(mode) || (perform.modes.contains(.common) && self.commonModes.contains(mode))
     }
 
-    /// Whether running `mode` has anything to wait for: sources, timers, performs or ports still retiring.
+    /// Whether running `mode` has anything to wait for: sources, timers, performs, ports still retiring, or a
+    /// keep-alive hold.
     func hasWork(for mode: SpindleRunLoop.Mode) -> Bool {
-        if !self.retiringPorts.isEmpty { return true }
+        if !self.retiringPorts.isEmpty || self.keepAliveHolds > 0 { return true }
         for key in self.servedKeys(for: mode) where self.tables[key]?.hasSources == true { return true }
         return self.performs.contains { self.allows($0, in: mode) }
     }
