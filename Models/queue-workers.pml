@@ -169,20 +169,20 @@
 /* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:41 "let (lateForShutdown, recoveredFrom) = self.lock.withLock { () -> (Bool, Int) in" */
 /* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:42 "let failures = self.idle.threadStarted(thread)" */
 /* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "self.publishIdleLocked()" */
-/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:202 "self.lock.lock()" */
-/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:203 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
-/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:204 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
-/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:205 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
-/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:206 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
+/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:204 "self.lock.lock()" */
+/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:205 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
+/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:206 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
+/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:207 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
+/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:208 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
 /* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "self.perform(after)" */
 /* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:57 "let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))" */
 /* [F_NOTSCHED]      PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:60 "self.idle.retryNotScheduled()" */
-/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:214 "self.lock.lock()" */
-/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:215 "self.idle.retryStarted()  // 1. threads may start again" */
-/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:216 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
-/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:217 "self.drainInboxLocked()  // 3. admit the inbox" */
-/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:218 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
-/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:219 "self.publishIdleLocked()  // 5. the places just reserved" */
+/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:216 "self.lock.lock()" */
+/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:217 "self.idle.retryStarted()  // 1. threads may start again" */
+/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:218 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
+/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:219 "self.drainInboxLocked()  // 3. admit the inbox" */
+/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:220 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
+/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:221 "self.publishIdleLocked()  // 5. the places just reserved" */
 /* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:72 "self.perform(self.spawnRetried())" */
 /* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:115 "guard canDispatch, !shuttingDown else { return .none }" */
 /* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:121 "if self.spinning { return .none }" */
@@ -238,11 +238,11 @@
 /* [SL_ROOM]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:36 "func room(ready: Int) -> Int { self.suspended ? 0 : max(0, min(ready, self.limit - self.running)) }" */
 /* [SL_TAKE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:41 "self.running += 1" */
 /* [SL_FREE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:48 "self.running -= 1" */
-/* [WD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:146 "self.lockAndAdmit()  // 1. admit the inbox" */
-/* [WD_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:147 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
-/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:149 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
-/* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:150 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
-/* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:151 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
+/* [WD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:148 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [WD_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:149 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
+/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:151 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
+/* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:152 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
+/* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:153 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
 /* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:222 "self.core.perform(self.core.widthChanged(requested: value))" */
 
 

@@ -75,14 +75,14 @@
  */
 /* [INIT_OPEN]   PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:63 "init() { try? self.open() }" */
 /* [R_PREP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:39 "try self.prepareToRun()" */
-/* [PREP_OPEN]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:75 "try self.wakeup.open()" */
+/* [PREP_OPEN]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:77 "try self.wakeup.open()" */
 /* [O_ISOPEN]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:80 "if self.descriptorStorage.load(ordering: .relaxed) >= 0 { return }" */
 /* [O_CREATE]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:81 "let fd = try retryingOnEINTR("eventfd") { cshim_eventfd_create() }" */
 /* [O_STORE]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:82 "self.descriptorStorage.store(fd, ordering: .sequentiallyConsistent)" */
-/* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:226 "self.state.withLock { state in" */
-/* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:227 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
-/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:230 "self.wakeUp()" */
-/* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:243 "public func wakeUp() { self.wakeup.signal() }" */
+/* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:228 "self.state.withLock { state in" */
+/* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:229 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
+/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:232 "self.wakeUp()" */
+/* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:245 "public func wakeUp() { self.wakeup.signal() }" */
 /* [S_LOAD]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:87 "if self.firstSignalAt.load(ordering: .relaxed) == RunLoopWakeup.idleUnstamped {" */
 /* [S_CAS]       PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:88 "_ = self.firstSignalAt.compareExchange(" */
 /* [S_CAS2]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:89 "expected: RunLoopWakeup.idleUnstamped, desired: cshim_clock_monotonic_ns(), ordering: .relaxed)" */
@@ -91,18 +91,18 @@
 /* [S_NOFD]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:93 "guard fd >= 0 else { return }  // not open: the owner's drain sees the count (see above)" */
 /* [S_WRITE]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:95 "_ = try retryingOnEINTR("eventfd_write") { cshim_eventfd_signal(fd) }" */
 /* [S_EAGAIN]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:98 "guard case .system(_, let err) = error, err == EAGAIN else {" */
-/* [R_LOOP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:96 "while true {" */
-/* [R_DRAIN]     PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:99 "self.wakeup.drain()" */
+/* [R_LOOP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:110 "while true {" */
+/* [R_DRAIN]     PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:113 "self.wakeup.drain()" */
 /* [D_SEEN]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:106 "self.seenAtDrain = self.signals.load(ordering: .sequentiallyConsistent)" */
 /* [D_READ]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:109 "_ = try retryingOnEINTR("eventfd_read") { cshim_eventfd_drain(self.descriptor, &value) }" */
-/* [P_LOCK]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:102 "let start = self.state.withLock { state -> RunLoopPassStart in" */
-/* [P_HASWORK]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:107 "guard state.hasWork(for: mode) else { return .empty }" */
-/* [P_PLAN]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:108 "return .plan(state.makePlan(for: mode, now: now, inService: inService))" */
-/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:146 "self.performs = kept" */
-/* [P_RUN]       PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:121 "perform.block()" */
-/* [P_HANDLED]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:134 "if handled { return .handled }" */
+/* [P_LOCK]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:116 "let start = self.state.withLock { state -> RunLoopPassStart in" */
+/* [P_HASWORK]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:123 "guard heldOpen || state.hasWork(for: mode) else { return .empty }" */
+/* [P_PLAN]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:124 "return .plan(state.makePlan(for: mode, now: now, inService: inService))" */
+/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:153 "self.performs = kept" */
+/* [P_RUN]       PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:137 "perform.block()" */
+/* [P_HANDLED]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:150 "if handled { return .handled }" */
 /* [R_AGAIN]     PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:44 "case .handled where !deadline.hasPassed: continue" */
-/* [R_WAIT]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:144 "self.wakeup.wait(watching: &watched, until: wakeAt)" */
+/* [R_WAIT]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:160 "self.wakeup.wait(watching: &watched, until: wakeAt)" */
 /* [W_ARM]       PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:124 "self.firstSignalAt.store(RunLoopWakeup.idleUnstamped, ordering: .relaxed)" */
 /* [W_DEFER]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:125 "defer { self.reportWait(idleSince: idleSince) }" */
 /* [W_BUDGET]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:126 "let budget = self.spinPolicy.budgetNanos" */
@@ -234,7 +234,7 @@ pass:                                                        /* [R_LOOP] [R_AGAI
     atomic {                                                 /* [P_LOCK] [P_HASWORK] [P_PLAN] [P_TAKE] */
         if
         :: pending > 0 -> ran = ran + pending; pending = 0; took = true   /* [P_RUN] the blocks, after unlocking */
-        :: else -> phase = SLEEPY
+        :: else -> phase = SLEEPY   /* the loop always has something to wait for (a port; or held open) */
         fi
     };
 #ifdef BROKEN_DRAIN_AFTER_CHECK

@@ -71,6 +71,8 @@ extension QueueCore {
             self.admission.enqueue(waiter!)
         case .runOnCaller:
             self.stats.recordRanOnCaller(operations.count)
+        case .refuse(.batchExceedsCapacity):
+            break  // could never fit: a misuse, not a full queue, so not counted as rejected
         case .refuse:
             self.stats.recordRejected()
         }

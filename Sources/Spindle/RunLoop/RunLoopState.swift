@@ -52,9 +52,13 @@ struct RunLoopState {
     /// Set by `stop()`, cleared by the run that observes it (a stop is never lost: a stop while the loop is not
     /// running makes its next run return at once).
     var stopRequested = false
-    /// Holds taken by `SpindleRunLoopThread` while it runs the loop: with a hold, a mode with nothing registered
-    /// still waits (for a perform, a port added later, or `stop()`) instead of returning at once.
-    var keepAliveHolds = 0
+    /// A `SpindleRunLoopThread` runs this loop: its outermost run (and only that one, `modeStack.count == 1`) waits
+    /// even with nothing registered, and ends only for `stop()` or `stopForGood`.
+    var heldOpen = false
+    /// Set once by `SpindleRunLoopThread.shutdown` (or its deinit): the held-open outermost run returns at its next
+    /// pass, and keeps returning (unlike `stopRequested`, it is not consumed, so a nested run that takes a plain
+    /// stop cannot make it be lost).
+    var stopForGood = false
     var nextSequence: UInt64 = 0
 
     mutating func takeSequence() -> UInt64 {
@@ -73,10 +77,9 @@ struct RunLoopState {
         perform.modes.contains(mode) || (perform.modes.contains(.common) && self.commonModes.contains(mode))
     }
 
-    /// Whether running `mode` has anything to wait for: sources, timers, performs, ports still retiring, or a
-    /// keep-alive hold.
+    /// Whether running `mode` has anything to wait for: sources, timers, performs or ports still retiring.
     func hasWork(for mode: SpindleRunLoop.Mode) -> Bool {
-        if !self.retiringPorts.isEmpty || self.keepAliveHolds > 0 { return true }
+        if !self.retiringPorts.isEmpty { return true }
         for key in self.servedKeys(for: mode) where self.tables[key]?.hasSources == true { return true }
         return self.performs.contains { self.allows($0, in: mode) }
     }

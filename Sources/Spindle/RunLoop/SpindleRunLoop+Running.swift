@@ -85,6 +85,20 @@ extension SpindleRunLoop {
         return true
     }
 
+    /// Serves what is ready in `mode` now, pass after pass, without sleeping, until a pass handles nothing; a
+    /// `stop()` met on the way is consumed and does not end it. Owning thread only (`SpindleRunLoopThread`, after
+    /// its last run).
+    func serveReadyWork(mode: Mode) {
+        self.enter(mode)
+        defer { self.leave() }
+        while true {
+            switch self.runPasses(mode: mode, until: .now) {
+            case .handled, .stopped: continue
+            case .timedOut, .empty: return
+            }
+        }
+    }
+
     private func enter(_ mode: Mode) { self.state.withLock { $0.modeStack.append(mode) } }
 
     private func leave() { self.state.withLock { _ = $0.modeStack.popLast() } }
@@ -104,7 +118,9 @@ extension SpindleRunLoop {
                     state.stopRequested = false
                     return .stopped
                 }
-                guard state.hasWork(for: mode) else { return .empty }
+                let heldOpen = state.heldOpen && state.modeStack.count == 1  // a SpindleRunLoopThread's own run
+                if heldOpen && state.stopForGood { return .stopped }
+                guard heldOpen || state.hasWork(for: mode) else { return .empty }
                 return .plan(state.makePlan(for: mode, now: now, inService: inService))
             }
             let plan: RunLoopPassPlan

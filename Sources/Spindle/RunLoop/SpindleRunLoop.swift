@@ -10,7 +10,8 @@ import Glibc
 /// `SpindleError.runLoopNotOwned` elsewhere); every other method may be called from any thread.
 ///
 /// Decisions (Spindle's contract, SEMANTICS Part 1 item 12):
-/// - a mode with no sources, timers or pending performs returns at once (`runOnce` returns false);
+/// - a mode with no sources, timers or pending performs returns at once (`runOnce` returns false), except the
+///   outermost run of a `SpindleRunLoopThread`'s loop, which waits for work until the thread is shut down;
 /// - a timer first fires one interval after it is scheduled;
 /// - `perform`, `SpindlePort.send`, `stop`, and invalidating a port or timer from any thread wake the loop at
 ///   once (an eventfd write); nothing polls;
@@ -19,7 +20,8 @@ import Glibc
 ///
 /// Guards and confinement:
 /// - `state` (a `RunLoopLock<RunLoopState>`, a pthread mutex) holds every mutable field shared between threads: mode tables, common
-///   modes, pending performs, retiring ports, the stack of modes being run, and the stop flag.
+///   modes, pending performs, retiring ports, the stack of modes being run, the stop flag, and a
+///   `SpindleRunLoopThread`'s two flags (`heldOpen`, `stopForGood`).
 /// - `inService` is touched only by the owning thread (no lock): ports and sources whose callouts are under way.
 /// - `wakeup` and `isMainLoop` are immutable after `init`.
 ///

@@ -1,12 +1,14 @@
 /// A thread of its own that runs a run loop until `shutdown()`: the long-lived loop thread a service keeps for ports,
 /// timers and performs, with no dummy source to keep it alive and a stop that joins it.
 ///
-/// The thread takes a keep-alive hold on its loop, so the loop waits (in the kernel, at no CPU) even with nothing
-/// registered; a `stop()` someone else sends the loop only makes it look again. `shutdown` stops it for good: the
-/// current callout finishes, work already queued on the loop (performs, port messages, due timers) is served until
-/// a pass finds nothing to do, then the thread exits and is joined.
+/// The thread holds its loop open (`RunLoopState.heldOpen`): its outermost run waits in the kernel, at no CPU, even
+/// with nothing registered; a `stop()` someone else sends the loop only makes it look again. `shutdown` stops it
+/// for good (`RunLoopState.stopForGood`, which a nested run cannot consume): the current callout finishes, then
+/// what is ready in the default mode (performs, port messages, due timers) is served until a pass finds nothing to
+/// do, then the thread exits and is joined.
 ///
-/// Guards: `control` (a pthread mutex and condition) guards `state`. The thread's body holds `control` and the loop,
+/// Guards: `control` (a pthread mutex and condition) guards `state`; the loop's two flags are under the loop's own
+/// lock. Lock order: `control`, then the loop's lock. The thread's body holds `control` and the loop,
 /// never `self`, so releasing the last reference without `shutdown` is possible: `deinit` then asks the loop to
 /// stop and detaches the thread, which exits after its current callout (nothing blocks in `deinit`).
 ///
@@ -66,14 +68,17 @@ public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConver
             started.ready.signal()
             return
         }
-        loop.state.withLock { $0.keepAliveHolds += 1 }
+        loop.state.withLock { $0.heldOpen = true }
         started.loop = loop
         started.ready.signal()
-        while control.condition.withLock({ control.state == .running }) {
-            try? loop.run()  // returns on a stop(); cannot throw here (owner, descriptor open)
+        while !loop.state.withLock({ $0.stopForGood }) {
+            try? loop.run()  // held open: returns only for a stop; cannot throw here (owner, descriptor open)
         }
-        loop.state.withLock { $0.keepAliveHolds -= 1 }
-        while (try? loop.runOnce(mode: .default, before: .now)) == true {}  // what was queued before the stop
+        loop.state.withLock {
+            $0.heldOpen = false
+            $0.stopForGood = false
+        }
+        loop.serveReadyWork(mode: .default)  // what was queued before the stop
         control.condition.withLock {
             control.state = .exited
             control.condition.broadcast()
@@ -86,16 +91,19 @@ public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConver
         if stopped { self.thread.relinquish() }  // not joined by a shutdown: let it go (it exits on its own)
     }
 
-    /// Asks the loop to stop for good (`running` → `stopping`); returns whether nobody has joined the thread or
+    /// Asks the loop to stop for good (`running` → `stopping`, once; later calls change nothing, and never send
+    /// the loop a plain stop that could cut its last pass short); returns whether nobody has joined the thread or
     /// begun to.
     @discardableResult
     private func requestStop() -> Bool {
-        let notJoined = self.control.condition.withLock { () -> Bool in
-            if self.control.state == .running { self.control.state = .stopping }
+        self.control.condition.withLock { () -> Bool in
+            if self.control.state == .running {
+                self.control.state = .stopping
+                self.runLoop.state.withLock { $0.stopForGood = true }
+                self.runLoop.wakeUp()
+            }
             return self.control.state != .joined && self.control.state != .joining
         }
-        self.runLoop.stop()
-        return notJoined
     }
 
     /// Stops the loop for good and waits until the thread has served what was queued and exited, then joins it.
@@ -133,7 +141,8 @@ public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConver
         }
     }
 
-    /// `shutdown()` from a task: suspends (never blocking its thread) until the thread has exited, then joins it.
+    /// `shutdown()` from a task: suspends until the thread is past its last pass (no thread blocks meanwhile), then
+    /// reaps it, which waits at most for the thread's final return.
     /// - Throws: `CancellationError` if the task is cancelled first (the stop stands; the thread is not joined yet,
     ///   a later `shutdown` joins it); `SpindleError.joinSelf` from the loop's own thread.
     public func shutdown() async throws {

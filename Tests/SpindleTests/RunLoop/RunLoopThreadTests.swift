@@ -9,12 +9,21 @@ import Testing
 
     func after() -> SpindleDeadline { RunLoopTestSupport.after(self.patience) }
 
+    /// Whether the kernel reports `thread` asleep ("S" in /proc/self/task/<tid>/stat): blocked, not spinning.
+    func isSleeping(_ thread: SpindleThread) -> Bool {
+        guard let bytes = readProcBytes("/proc/self/task/\(thread.threadID)/stat"),
+            let close = bytes.lastIndex(of: UInt8(ascii: ")")), close + 2 < bytes.count
+        else { return false }
+        return bytes[close + 2] == UInt8(ascii: "S")
+    }
+
     @Test func servesPerformsOnItsOwnThreadWithNothingRegistered() throws {
         let loopThread = try SpindleRunLoopThread(name: "rlt-serve")
         let ran = try SpindleSemaphore(value: 0)
         let onLoopThread = RLBox(false)
-        // Nothing is registered: a plain run loop would return at once; this one waits for work.
-        #expect(loopThread.runLoop.limitDate(forMode: .default) == .distantFuture)
+        // Nothing is registered: a plain run loop would return at once (and a loop around it would spin); this one
+        // waits in the kernel for work.
+        #expect(waitUntil(deadline: self.patience) { self.isSleeping(loopThread.thread) }, "held open, asleep")
         loopThread.runLoop.perform { [thread = loopThread.thread] in
             onLoopThread.withLock { $0 = SpindleThread.current === thread }
             ran.signal()
@@ -26,7 +35,7 @@ import Testing
         loopThread.runLoop.perform { ran.signal() }
         #expect(ran.wait(until: self.after()))
         #expect(loopThread.thread.isExecuting)
-        try loopThread.shutdown()
+        #expect(try loopThread.shutdown(until: self.after()))
         #expect(loopThread.thread.isFinished)
     }
 
@@ -41,7 +50,9 @@ import Testing
         }
         #expect(inFirst.wait(until: self.after()))  // the loop is inside the first callout
         for _ in 0..<3 { loopThread.runLoop.perform { served.withLock { $0 += 1 } } }
-        let stopper = try RunLoopTestSupport.spawn("rlt-stopper") { try? loopThread.shutdown() }
+        let stopper = try RunLoopTestSupport.spawn("rlt-stopper") {
+            _ = try? loopThread.shutdown(until: RunLoopTestSupport.after(RunLoopTestSupport.patience))
+        }
         // While the callout runs, the thread cannot exit: a bounded shutdown says so, and changes nothing else.
         #expect(try loopThread.shutdown(until: .after(.milliseconds(20))) == false)
         #expect(!loopThread.thread.isFinished)
@@ -50,6 +61,30 @@ import Testing
         #expect(served.withLock { $0 } == 3, "performs queued before the shutdown ran")
         #expect(loopThread.thread.isFinished)
         #expect(try loopThread.shutdown(until: .after(.zero)), "a later call returns at once: joined")
+    }
+
+    @Test func aNestedRunCannotSwallowTheShutdown() throws {
+        // A callout runs the loop again (an operation waiting on a port, as the guide shows): the shutdown's stop
+        // must still end the thread's own run once the nested one returns.
+        let loopThread = try SpindleRunLoopThread(name: "rlt-nested")
+        let inNested = try SpindleSemaphore(value: 0)
+        let port = SpindlePort<Int>(name: "nested") { _ in }
+        loopThread.runLoop.perform {
+            try? SpindleRunLoop.current.add(port)
+            inNested.signal()
+            _ = try? SpindleRunLoop.current.run(untilInvalidated: port, before: RunLoopTestSupport.after(60))
+        }
+        #expect(inNested.wait(until: self.after()))
+        let joined = RLBox(false)
+        let stopper = try RunLoopTestSupport.spawn("rlt-nested-stop") {
+            let done = (try? loopThread.shutdown(until: RunLoopTestSupport.after(RunLoopTestSupport.patience))) == true
+            joined.withLock { $0 = done }
+        }
+        // The nested run ends when its port goes away; then the thread's own run must end too.
+        port.invalidate()
+        try stopper.join()
+        #expect(joined.withLock { $0 })
+        #expect(loopThread.thread.isFinished)
     }
 
     @Test func overlappingShutdownsAllReturnJoined() throws {
@@ -85,22 +120,28 @@ import Testing
         #expect(refusal.withLock { $0 })
         loopThread.runLoop.perform { done.signal() }  // still running
         #expect(done.wait(until: self.after()))
-        try loopThread.shutdown()
+        #expect(try loopThread.shutdown(until: self.after()))
     }
 
-    @Test func asyncShutdownSuspendsUntilTheThreadExited() async throws {
+    @Test func asyncShutdownSuspendsUntilTheThreadExited() throws {
+        // Two tasks await the shutdown; this (non-cooperative) thread waits for them with a deadline, so a
+        // shutdown that never ends fails the test instead of hanging it.
         let loopThread = try SpindleRunLoopThread(name: "rlt-async")
-        let ran = try SpindleSemaphore(value: 0)
-        loopThread.runLoop.perform { ran.signal() }
-        try await ran.wait()
-        async let first: Void = loopThread.shutdown()
-        async let second: Void = loopThread.shutdown()
-        _ = try await (first, second)
-        #expect(loopThread.thread.isFinished)
+        let finished = try SpindleSemaphore(value: 0)
+        let joinedInTask = RLBox(0)
+        for _ in 0..<2 {
+            Task {
+                if (try? await loopThread.shutdown()) != nil, loopThread.thread.isFinished {
+                    joinedInTask.withLock { $0 += 1 }
+                }
+                finished.signal()
+            }
+        }
+        #expect(finished.wait(until: self.after()) && finished.wait(until: self.after()))
+        #expect(joinedInTask.withLock { $0 } == 2)
     }
 
     @Test func releasedWithoutShutdownItStopsAndLetsItsThreadGo() throws {
-        let unjoinedBefore = SpindleThread.unjoinedReleaseCount
         var loopThread: SpindleRunLoopThread? = try SpindleRunLoopThread(name: "rlt-released")
         let thread = loopThread!.thread
         let ran = try SpindleSemaphore(value: 0)
@@ -108,6 +149,11 @@ import Testing
         #expect(ran.wait(until: self.after()))
         loopThread = nil
         #expect(waitUntil(deadline: self.patience) { thread.isFinished }, "the thread exits on its own")
-        #expect(SpindleThread.unjoinedReleaseCount == unjoinedBefore, "detached, not leaked")
+        do {
+            try thread.join()
+            Issue.record("the thread was left joinable: it would leak")
+        } catch {
+            guard case .threadNotJoinable = error else { Issue.record("\(error)"); return }  // detached
+        }
     }
 }
