@@ -157,10 +157,10 @@
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:30 "let room = self.slots.room(ready: self.ready.count)" */
 /* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:32 "let action = self.wakeOrSpawnLocked()" */
 /* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "if action == .none { break }" */
-/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:87 "parker.unpark()" */
-/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:90 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:89 "plan.unparkAll()" */
-/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:90 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:88 "parker.unpark()" */
+/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:99 "plan.unparkAll()" */
+/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:179 "let link = self.ready.popHighest()!" */
 /* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:180 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:29 "override func fire() { self.core.retrySpawn() }" */
@@ -169,48 +169,48 @@
 /* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:41 "let (lateForShutdown, recoveredFrom) = self.lock.withLock { () -> (Bool, Int) in" */
 /* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:42 "let failures = self.idle.threadStarted(thread)" */
 /* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "self.publishIdleLocked()" */
-/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:204 "self.lock.lock()" */
-/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:205 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
-/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:206 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
-/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:207 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
-/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:208 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
+/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:206 "self.lock.lock()" */
+/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:207 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
+/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:208 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
+/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:209 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
+/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:210 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
 /* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "self.perform(after)" */
 /* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:57 "let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))" */
 /* [F_NOTSCHED]      PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:60 "self.idle.retryNotScheduled()" */
-/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:216 "self.lock.lock()" */
-/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:217 "self.idle.retryStarted()  // 1. threads may start again" */
-/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:218 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
-/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:219 "self.drainInboxLocked()  // 3. admit the inbox" */
-/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:220 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
-/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:221 "self.publishIdleLocked()  // 5. the places just reserved" */
+/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:218 "self.lock.lock()" */
+/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:219 "self.idle.retryStarted()  // 1. threads may start again" */
+/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:220 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
+/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:221 "self.drainInboxLocked()  // 3. admit the inbox" */
+/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:222 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
+/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:223 "self.publishIdleLocked()  // 5. the places just reserved" */
 /* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:72 "self.perform(self.spawnRetried())" */
-/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:115 "guard canDispatch, !shuttingDown else { return .none }" */
-/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:121 "if self.spinning { return .none }" */
-/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:122 "if let first = self.popIdle() {" */
-/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:123 "self.wakeupsInFlight += 1" */
-/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:127 "if count < limit && count < wanted && !self.retryPending {" */
-/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:128 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
-/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:138 "self.starting -= 1" */
-/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:139 "self.threads.append(thread)" */
-/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:150 "self.starting -= 1" */
-/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:152 "self.retryPending = true" */
-/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:157 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_RETRYNOTSCHED] PIN Sources/Spindle/Queue/State/IdleWorkers.swift:160 "mutating func retryNotScheduled() { self.retryPending = false }" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:171 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:178 "self.spinning = false" */
-/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:184 "self.parked += 1" */
-/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:196 "self.parked -= 1" */
-/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:202 "self.wakeupsInFlight -= 1" */
-/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:197 "if parker.inIdleLine {" */
-/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:198 "self.removeFromIdle(parker)" */
-/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:185 "parker.inIdleLine = true" */
-/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:218 "self.removeFromIdle(first)" */
-/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:244 "if self.spinning { word |= IdleHints.spinningBit }" */
-/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:245 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:246 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:252 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:253 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:254 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:116 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:122 "if self.spinning { return .none }" */
+/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:123 "if let first = self.popIdle() {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:124 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:128 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:129 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:139 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:140 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:151 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:153 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:158 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_RETRYNOTSCHED] PIN Sources/Spindle/Queue/State/IdleWorkers.swift:161 "mutating func retryNotScheduled() { self.retryPending = false }" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:172 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:179 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:185 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:197 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:203 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:198 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:199 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:186 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:219 "self.removeFromIdle(first)" */
+/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:245 "if self.spinning { word |= IdleHints.spinningBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:246 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:247 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:253 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:254 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:255 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount" */
 /* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
 /* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
 /* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
@@ -230,19 +230,19 @@
 /* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:269 "if freesSlot { self.slots.free() }" */
 /* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:184 "core.pushToInbox(operation)" */
 /* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:185 "guard core.needsWakeAfterInboxPush() else { return }" */
-/* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:22 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */
-/* [A_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:23 "after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake" */
-/* [A_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:24 "self.lock.unlock()" */
+/* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:24 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */
+/* [A_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:25 "let wake = self.wakeOrSpawnLocked()  // 2. whom to wake" */
+/* [A_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:26 "self.lock.unlock()" */
 /* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:186 "core.perform(core.pushedToInbox())" */
 /* [SL_CANDISPATCH]  PIN Sources/Spindle/Queue/State/DispatchSlots.swift:33 "func canDispatch(ready: Int) -> Bool { ready > 0 && self.hasFreeSlot }" */
 /* [SL_ROOM]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:36 "func room(ready: Int) -> Int { self.suspended ? 0 : max(0, min(ready, self.limit - self.running)) }" */
 /* [SL_TAKE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:41 "self.running += 1" */
 /* [SL_FREE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:48 "self.running -= 1" */
-/* [WD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:148 "self.lockAndAdmit()  // 1. admit the inbox" */
-/* [WD_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:149 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
-/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:151 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
-/* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:152 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
-/* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:153 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
+/* [WD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:150 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [WD_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:151 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
+/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:153 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
+/* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:154 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
+/* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:155 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
 /* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:222 "self.core.perform(self.core.widthChanged(requested: value))" */
 
 

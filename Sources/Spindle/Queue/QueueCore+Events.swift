@@ -16,13 +16,15 @@ extension QueueCore {
 
     // MARK: - Adds
 
-    /// An add pushed on the inbox and `IdleHints` said a parked worker must be woken or a thread started.
-    func pushedToInbox() -> AfterUnlock {
-        var after = AfterUnlock()
+    /// An add pushed on the inbox and `IdleHints` said a parked worker must be woken or a thread started. A wake is
+    /// all it can leave to do, so it returns just that (`perform(_: WakeAction)`, step 1 alone): an `AfterUnlock`
+    /// built and destroyed on every such add cost about 130 instructions (callgrind, BENCHMARKS.md).
+    @inline(__always)
+    func pushedToInbox() -> WakeAction {
         self.lockAndAdmit()  // 1. admit the inbox, the push among it
-        after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake
+        let wake = self.wakeOrSpawnLocked()  // 2. whom to wake
         self.lock.unlock()
-        return after
+        return wake
     }
 
     /// A claimed barrier, or an add to a run-loop-served queue: admitted under the lock, after everything added
@@ -91,12 +93,12 @@ extension QueueCore {
     @discardableResult
     func scheduleReady(_ op: SpindleOperation, selfServe: Bool = false) -> Bool {
         let serve = selfServe && ThreadContext.withCurrent { $0.workerOf === self }
-        var after = AfterUnlock()
+        var wake = WakeAction.none  // a wake is all it can leave to do (see `pushedToInbox`)
         self.lockAndAdmit()  // 1. admit the inbox
         self.pushLocked(Unmanaged.passUnretained(op), announce: !serve)  // 2. into its bucket
-        if !serve { after.wake.add(self.wakeOrSpawnLocked()) }  // 3. whom to wake
+        if !serve { wake = self.wakeOrSpawnLocked() }  // 3. whom to wake
         self.lock.unlock()
-        self.perform(&after)
+        self.perform(wake)
         return serve
     }
 

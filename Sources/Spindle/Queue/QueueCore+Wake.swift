@@ -57,10 +57,20 @@ extension QueueCore {
         }
     }
 
-    /// `perform(_:)` for an event's value.
+    /// Step 1 alone, for the events whose only effect is one wake (`pushedToInbox`, `scheduleReady`).
     @inline(__always)
-    func perform(_ after: AfterUnlock) {
-        var after = after
+    func perform(_ wake: WakeAction) {
+        switch wake {
+        case .none: return
+        case .signal(let parker): parker.unpark()
+        case .spawn(let index): self.spawnWorker(index)
+        case .performOnRunLoop: self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
+        }
+    }
+
+    /// `perform(_:)` for an event's value, taken over (not copied: a copy would retain every reference it holds).
+    @inline(__always)
+    func perform(_ after: consuming AfterUnlock) {
         self.perform(&after)
     }
 

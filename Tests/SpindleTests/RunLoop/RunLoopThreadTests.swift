@@ -123,22 +123,24 @@ import Testing
         #expect(try loopThread.shutdown(until: self.after()))
     }
 
-    @Test func asyncShutdownSuspendsUntilTheThreadExited() throws {
-        // Two tasks await the shutdown; this (non-cooperative) thread waits for them with a deadline, so a
-        // shutdown that never ends fails the test instead of hanging it.
+    @Test func asyncShutdownSuspendsUntilTheThreadExited() async throws {
         let loopThread = try SpindleRunLoopThread(name: "rlt-async")
-        let finished = try SpindleSemaphore(value: 0)
-        let joinedInTask = RLBox(0)
-        for _ in 0..<2 {
-            Task {
-                if (try? await loopThread.shutdown()) != nil, loopThread.thread.isFinished {
-                    joinedInTask.withLock { $0 += 1 }
-                }
-                finished.signal()
+        let joined = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {  // two tasks await the shutdown; both must come back with the thread gone
+                async let first: Void = loopThread.shutdown()
+                async let second: Void = loopThread.shutdown()
+                do { _ = try await (first, second) } catch { return false }
+                return loopThread.thread.isFinished
             }
+            group.addTask {  // a bound, so a shutdown that never ends fails the test instead of hanging it
+                try? await Task.sleep(for: .seconds(RunLoopTestSupport.patience))
+                return false
+            }
+            let result = await group.next()!
+            group.cancelAll()  // the shutdowns stop waiting if they lost (their wait is cancellable)
+            return result
         }
-        #expect(finished.wait(until: self.after()) && finished.wait(until: self.after()))
-        #expect(joinedInTask.withLock { $0 } == 2)
+        #expect(joined)
     }
 
     @Test func releasedWithoutShutdownItStopsAndLetsItsThreadGo() throws {

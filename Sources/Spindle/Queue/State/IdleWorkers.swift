@@ -55,11 +55,12 @@ struct IdleWorkers {
     struct WakePlan {
         private(set) var signals = 0
         private(set) var firstSignal: ThreadParker? = nil
-        private var lastSignal: ThreadParker? = nil
+        private unowned(unsafe) var lastSignal: ThreadParker? = nil  // owned through the chain from `firstSignal`
         var firstSpawn = 0
         var spawns = 0
         var performOnRunLoop = false
 
+        @inline(__always)
         mutating func add(_ action: WakeAction) {
             switch action {
             case .none: return
