@@ -19,7 +19,7 @@ final class CancelOp: SpindleOperation, @unchecked Sendable {
     let completions = Atomic<Int>(0)
     let finishEvents = Atomic<Int>(0)
     let eventsAfterFinish = Atomic<Int>(0)
-    let lateEvent = Mutex<String?>(nil)  // the first change delivered after did isFinished
+    let lateEvent = SpindleLockedValue<String?>(nil)  // the first change delivered after did isFinished
     let cancelledAtCompletion = Atomic<Int>(-1)  // -1 unknown, 0 no, 1 yes
     let work: UInt64
     var observed = false  // set before the operation is added; an observer then counts finish events
@@ -58,7 +58,7 @@ final class CancelOp: SpindleOperation, @unchecked Sendable {
         self.observe([.isExecuting, .isFinished, .isCancelled]) { [unowned self] _, change in
             if self.finishEvents.load(ordering: .acquiring) > 0 {
                 self.eventsAfterFinish.add(1, ordering: .relaxed)
-                self.lateEvent.withLock { if $0 == nil { $0 = "\(change)" } }
+                self.lateEvent.withLockedValue { if $0 == nil { $0 = "\(change)" } }
             }
             if change.phase == .did && change.key == .isFinished { self.finishEvents.add(1, ordering: .releasing) }
         }
@@ -164,7 +164,7 @@ enum CancelScenario {
                     let after = op.eventsAfterFinish.load(ordering: .relaxed)
                     if after != 0 {
                         ctx.violation("events-after-finish", "op \(op.index): \(after) change(s) delivered after "
-                            + "'did isFinished', first '\(op.lateEvent.withLock { $0 ?? "?" })'")
+                            + "'did isFinished', first '\(op.lateEvent.withLockedValue { $0 ?? "?" })'")
                     }
                 }
             }

@@ -97,7 +97,7 @@ enum WidthScenario {
 }
 
 final class PriorityLog: @unchecked Sendable {
-    let entries = Mutex<[Int]>([])  // operation ids in the order main ran
+    let entries = SpindleLockedValue<[Int]>([])  // operation ids in the order main ran (a pthread mutex: TSan sees it)
 }
 
 enum PriorityScenario {
@@ -116,13 +116,13 @@ enum PriorityScenario {
             let perLevel = min(max(1, ctx.opsLeft / 5), rng.int(20...300))
             maxPerLevel = max(maxPerLevel, perLevel)
             let log = PriorityLog()
-            log.entries.withLock { $0.reserveCapacity(perLevel * 5) }
+            log.entries.withLockedValue { $0.reserveCapacity(perLevel * 5) }
             var level: [Int] = []
             var ops: [SpindleBlockOperation] = []
             for l in 0..<5 {
                 for _ in 0..<perLevel {
                     let id = ops.count
-                    let op = StressBlockOp { log.entries.withLock { $0.append(id) } }
+                    let op = StressBlockOp { log.entries.withLockedValue { $0.append(id) } }
                     op.completionBlock = { ctx.count() }
                     op.queuePriority = levels[l]
                     level.append(l)
@@ -160,7 +160,7 @@ enum PriorityScenario {
             }
             q.isSuspended = false
             guard ctx.drain([q]) else { return }
-            let ran = log.entries.withLock { $0 }
+            let ran = log.entries.withLockedValue { $0 }
             if ran.count != ops.count {
                 ctx.violation("lost-op", "\(ops.count) added, \(ran.count) ran", count: abs(ops.count - ran.count))
             }

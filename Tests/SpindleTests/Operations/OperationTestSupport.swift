@@ -16,10 +16,11 @@ func opSemaphore() -> SpindleSemaphore { try! SpindleSemaphore(value: 0) }
 
 /// A thread-safe append-only log.
 final class OpLog<Element: Sendable>: Sendable {
-    private let entries = Mutex<[Element]>([])
-    func add(_ element: Element) { self.entries.withLock { $0.append(element) } }
-    var all: [Element] { self.entries.withLock { $0 } }
-    var count: Int { self.entries.withLock { $0.count } }
+    // A pthread mutex, which ThreadSanitizer sees (`Synchronization.Mutex` waits in the kernel, unseen by it).
+    private let entries = SpindleLockedValue<[Element]>([])
+    func add(_ element: Element) { self.entries.withLockedValue { $0.append(element) } }
+    var all: [Element] { self.entries.withLockedValue { $0 } }
+    var count: Int { self.entries.withLockedValue { $0.count } }
 }
 
 /// A thread-safe counter (an atomic integer that closures can capture).
@@ -45,11 +46,11 @@ final class OpFlag: Sendable {
 
 /// A thread-safe slot for one value.
 final class OpBox<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-    init(_ value: Value) { self.storage = Mutex(value) }
+    private let storage: SpindleLockedValue<Value>  // a pthread mutex, seen by ThreadSanitizer
+    init(_ value: Value) { self.storage = SpindleLockedValue(value) }
     var value: Value {
-        get { self.storage.withLock { $0 } }
-        set { self.storage.withLock { $0 = newValue } }
+        get { self.storage.withLockedValue { $0 } }
+        set { self.storage.withLockedValue { $0 = newValue } }
     }
 }
 

@@ -3,9 +3,9 @@ import Synchronization
 @testable import Spindle
 
 final class Recorder: @unchecked Sendable {
-    let m = Mutex<[String]>([])
-    func add(_ s: String) { m.withLock { $0.append(s) } }
-    var all: [String] { m.withLock { $0 } }
+    let m = SpindleLockedValue<[String]>([])  // a pthread mutex: ThreadSanitizer sees it (not Synchronization.Mutex)
+    func add(_ s: String) { m.withLockedValue { $0.append(s) } }
+    var all: [String] { m.withLockedValue { $0 } }
 }
 
 @Suite struct SmokeTests {
