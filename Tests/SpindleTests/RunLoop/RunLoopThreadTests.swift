@@ -3,7 +3,8 @@ import Testing
 
 /// `SpindleRunLoopThread`: a loop thread that stays alive with nothing registered, serves what was queued before
 /// its shutdown, and is joined once however many callers stop it. Hand-offs go through semaphores with generous
-/// deadlines; nothing sleeps.
+/// deadlines. The one sleep (`Task.sleep` in the async test) is only the deadline racing the awaited shutdown,
+/// which wins at once when the code is right; nothing waits on it to learn that something happened.
 @Suite struct RunLoopThreadTests {
     let patience = RunLoopTestSupport.patience
 
