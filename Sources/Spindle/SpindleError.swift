@@ -67,6 +67,10 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     /// so it takes no work and waits for nothing here. Make a new queue in the child.
     case forkedChild(name: String)
 
+    /// Adding work to a queue after its `shutdown` began: nothing was added, and the operation is as it was (it can
+    /// be run elsewhere).
+    case queueShutDown(name: String)
+
     // MARK: Run loops (cases used by Sources/Spindle/RunLoop)
     /// Sending to, or scheduling, a port that was invalidated.
     case portInvalidated(name: String)
@@ -108,6 +112,7 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .waitOnOwnQueue(let n): return "an operation of queue '\(n)' cannot wait for that queue to drain"
         case .forkedChild(let n):
             return "queue '\(n)' was made before fork(): its threads are in the parent, so it takes no work in the child"
+        case .queueShutDown(let n): return "queue '\(n)' is shut down: it accepts no new work; nothing was added"
         case .duplicateInBatch(let n): return "operation '\(n)' appears twice in one batch"
         case .queueFull(let n, let c): return "queue '\(n)' is full (capacity \(c)); nothing was added"
         case .batchExceedsCapacity(let n, let count, let c):

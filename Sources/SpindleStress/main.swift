@@ -45,6 +45,8 @@ let allScenarios: [Scenario] = [
              invariants: TimersScenario.invariants, run: TimersScenario.run),
     Scenario(name: "backpressure", summary: "bounded queues, 3 policies, timed/batch/async producers faster than the queue",
              invariants: BackpressureScenario.invariants, run: BackpressureScenario.run),
+    Scenario(name: "shutdown", summary: "queues shut down (drain, cancel, escalate) while producers add and block",
+             invariants: ShutdownScenario.invariants, run: ShutdownScenario.run),
 ]
 
 let usage = """

@@ -21,8 +21,8 @@ public final class SpindleTaskExecutor: TaskExecutor, @unchecked Sendable {
         let priority = ExecutorJobOperation.queuePriority(for: job.priority)
         let op = ExecutorJobOperation(job: UnownedJob(job), executor: self)
         if priority != .normal { op.queuePriority = priority }
-        // A new operation: refused only by a full queue whose policy refuses, or by a queue of a parent process in
-        // a forked child. The job then runs here, on the calling thread, rather than never.
+        // A new operation: refused only by a full queue whose policy refuses, a shut-down queue, or a queue of a
+        // parent process in a forked child. The job then runs here, on the calling thread, rather than never.
         do { try self.queue.addOperation(op) } catch { try? op.start() }
     }
 }

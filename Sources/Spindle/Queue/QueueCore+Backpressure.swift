@@ -5,8 +5,8 @@
 /// - `waiting`: in `Admission.producers` (FIFO);
 /// - `granted` (terminal): whoever made room (a finishing member, a capacity change, a producer giving up ahead
 ///   of it) admitted its operations and took it out of the list; the semaphore is signalled after unlocking;
-/// - `refused` (terminal): the capacity was lowered below its batch's size; taken out of the list, semaphore
-///   signalled; the producer unclaims its operations and throws;
+/// - `refused` (terminal): the capacity was lowered below its batch's size, or the queue was shut down; taken out
+///   of the list, semaphore signalled; the producer unclaims its operations and throws;
 /// - `withdrawn` (terminal): its deadline passed or its task was cancelled while still `waiting`; the producer
 ///   took itself out of the list, unclaims its operations and throws.
 /// Grant and withdrawal are decided under the same lock, so exactly one happens: a producer whose wait timed out

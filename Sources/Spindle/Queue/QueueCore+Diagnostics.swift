@@ -5,7 +5,7 @@ extension QueueCore {
         self.withAdmittedLock {
             var header = "SpindleOperationQueue '\(self.name)': width \(self.slots.limit) (requested \(self.slots.requestedLimit)), "
                 + "\(self.slots.suspended ? "suspended" : "running"), members \(self.members.count), running \(self.slots.running), "
-                + "ready \(self.ready.count), threads \(self.idle.threads.count) (parked \(self.idle.parked)), "
+                + "ready \(self.ready.count), threads \(self.idle.threadCount) (parked \(self.idle.parked)), "
                 + "held behind barriers \(self.barriers.heldCount), finished \(self.stats.finished)"
             header += " (cancelled \(self.stats.cancelled), failed \(self.stats.failed)), high water "
             header += "\(self.stats.highWaterMembers)/\(self.stats.highWaterRunning)"

@@ -9,7 +9,8 @@
 ///
 /// Events here: an add that needs a wake, an add under the lock (barrier, run-loop-served queue, batch), a bounded
 /// add, an operation became ready, a member finished off its worker, its priority changed, width, suspension and capacity
-/// changed, a blocked producer gave up, a thread failed to start or is retried, shutdown. The worker's own events
+/// changed, a blocked producer gave up, a thread failed to start or is retried. The lifecycle's events (shutdown, a worker
+/// leaving, termination waits) are in `QueueCore+Lifecycle`. The worker's own events
 /// (take, its batch finished, idle) are in `QueueCore+Workers`, using the same `AfterUnlock` and `perform`.
 extension QueueCore {
     typealias WakeAction = IdleWorkers.WakeAction
@@ -28,10 +29,15 @@ extension QueueCore {
     }
 
     /// A claimed barrier, or an add to a run-loop-served queue: admitted under the lock, after everything added
-    /// before it. Takes over the caller's claim; the queue's reference is retained here.
-    func admitOne(_ operation: SpindleOperation) -> AfterUnlock {
+    /// before it. Takes over the caller's claim; the queue's reference is retained here. Returns nil, having
+    /// admitted nothing, if the queue was shut down (the caller gives the operation back).
+    func admitOne(_ operation: SpindleOperation) -> AfterUnlock? {
         var after = AfterUnlock()
         self.lockAndAdmit()  // 1. admit the inbox: everything added before
+        guard self.lifecycle.acceptsWork else {
+            self.lock.unlock()
+            return nil
+        }
         let link = Unmanaged.passRetained(operation)  // the queue's reference (see "References")
         self.admitLocked(link)  // 2. member list and barrier gate
         self.scheduleAdmittedLocked(link)  // 3. into its bucket, if ready
@@ -107,8 +113,7 @@ extension QueueCore {
     func operationDidFinish(_ op: SpindleOperation) {
         var after = AfterUnlock()
         self.lock.lock()
-        let (semaphores, dropsReference) = self.unlinkFinishedLocked(op)  // 1. the finish bookkeeping
-        after.addSemaphores(semaphores)
+        let dropsReference = self.unlinkFinishedLocked(op, into: &after)  // 1. the finish bookkeeping
         if dropsReference { after.dropped = Unmanaged.passUnretained(op) }  // the caller still holds one
         after.wake.add(self.wakeOrSpawnLocked())  // 2. its slot is free: whom to wake
         after.outstandingDrops = 1  // last: the handle (and this core) may go away there
@@ -161,7 +166,8 @@ extension QueueCore {
     func suspensionChanged(to suspended: Bool) -> AfterUnlock {
         var after = AfterUnlock()
         self.lockAndAdmit()  // 1. admit the inbox
-        self.slots.setSuspended(suspended)  // 2. the slots
+        // 2. the slots (a shut-down queue is not suspended again: what it accepted must run or finish cancelled)
+        if !(suspended && self.lifecycle.isShutDown) { self.slots.setSuspended(suspended) }
         self.invalidateReservations()  // 3. reserved operations give way
         if !suspended { after.wake = self.collectWakeActionsLocked() }  // 4. resuming: whom to wake
         self.lock.unlock()
@@ -208,6 +214,7 @@ extension QueueCore {
         self.drainInboxLocked()  // 2. admit what was added meanwhile
         after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now
         self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry
+        self.terminateIfDoneLocked(&after)  // 5. a stopping queue waited for this start
         self.lock.unlock()
         return (after, delay)
     }
@@ -223,17 +230,5 @@ extension QueueCore {
         self.publishIdleLocked()  // 5. the places just reserved
         self.lock.unlock()
         return after
-    }
-
-    /// The handle is gone (so there are no members): mark the queue shutting down and wake every parked worker.
-    /// Returns the threads to join.
-    func shutdownBegan() -> (workers: [SpindleThread], after: AfterUnlock) {
-        var after = AfterUnlock()
-        self.lock.lock()
-        self.lifecycle.beginShutdown()  // 1. workers exit at their next look
-        after.wake = self.idle.wakeAll()  // 2. every parked worker, to see it
-        let workers = self.idle.threads
-        self.lock.unlock()
-        return (workers, after)
     }
 }

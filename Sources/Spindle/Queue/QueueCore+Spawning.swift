@@ -38,13 +38,16 @@ extension QueueCore {
             self.threadFailedToStart(error)
             return
         }
-        let (lateForShutdown, recoveredFrom) = self.lock.withLock { () -> (Bool, Int) in
-            let failures = self.idle.threadStarted(thread)
-            self.publishIdleLocked()
-            return (self.shuttingDown, failures)
-        }
-        // Shutdown ran while this thread was being created and did not see it: join it here.
-        if lateForShutdown { try? thread.join() }
+        var after = AfterUnlock()
+        self.lock.lock()
+        let recoveredFrom = self.idle.threadStarted(thread)
+        self.publishIdleLocked()
+        self.terminateIfDoneLocked(&after)  // it may have left its loop already, on a stopping queue
+        // The handle was released while this thread was being created, and its threads were joined without it.
+        let late = self.lifecycle.threadsCollected ? self.idle.takeThreads() : []
+        self.lock.unlock()
+        self.perform(&after)
+        for thread in late { try? thread.join() }
         if recoveredFrom > 0 {
             SpindleDiagnostics.report(.workerSpawnRecovered(queue: self.name, failures: recoveredFrom))
         }

@@ -15,7 +15,8 @@ import CShim
 /// A worker with nothing runnable first takes back other workers' unclaimed reservations, if a slot is free.
 /// BUSY → SPINNING (nothing runnable, the policy says spin, nobody else spins, and it did not spin yet in this idle
 /// spell or since its last wakeup) → BUSY (work arrived) or PARKED (window spent, still nothing) → BUSY
-/// (signalled) … → exit when `shuttingDown`. Each worker's own `WorkerState` times its idle spells for its policy.
+/// (signalled) … → exit when `shuttingDown` (the queue is stopping), counted out by `workerExited`. Each worker's
+/// own `WorkerState` times its idle spells for its policy.
 ///
 /// Finishing on a worker: a synchronous operation that finishes on the worker running it defers its queue
 /// bookkeeping (`ThreadContext.deferrable`) to the worker, which does it under the same lock acquisition that
@@ -75,6 +76,7 @@ extension QueueCore {
         self.lock.unlock()
         self.perform(&worker.pending)
         context.workerOf = nil
+        self.perform(self.workerExited())  // the last one out terminates the queue
     }
 
     /// BUSY: takes the best ready operation and reserves the next few (caller holds `lock`, which this releases),
@@ -105,7 +107,7 @@ extension QueueCore {
         self.settleReservationLocked(worker.reservation)
         if deferredFinish {
             // It finished here and left us its queue bookkeeping.
-            worker.pending.addSemaphores(op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0).wake })
+            _ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &worker.pending) }
             worker.pending.addFinished(op)
             worker.pending.outstandingDrops += 1
         } else if !op._withUnsafeGuaranteedRef({ QueueCore.handBackLocked($0) }) {
@@ -115,11 +117,10 @@ extension QueueCore {
         }
         var node = ranHead
         while let link = node {
-            let semaphores = link._withUnsafeGuaranteedRef { x -> [SpindleSemaphore]? in
+            link._withUnsafeGuaranteedRef { x in
                 node = x.nextLink
-                return self.unlinkFinishedLocked(x, freesSlot: false).wake
+                _ = self.unlinkFinishedLocked(x, freesSlot: false, into: &worker.pending)
             }
-            worker.pending.addSemaphores(semaphores)
             worker.pending.addFinished(link)
             worker.pending.outstandingDrops += 1
         }

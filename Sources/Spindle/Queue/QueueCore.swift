@@ -37,9 +37,11 @@ import Synchronization
 /// path's `operationDidFinish` drops it when the list owns it. All under `lock`; no reference is ever dropped
 /// under it.
 ///
-/// Lifecycle (`QueueLifecycle`): `running` (accepting and running work) → `shuttingDown` (the handle was released; only possible
-/// with nothing outstanding, since the core retains the handle until then) → workers exit and are joined (a
-/// worker that performs the shutdown itself is detached instead, as it is about to exit). Forward only.
+/// Lifecycle (`QueueLifecycle`, events in `QueueCore+Lifecycle`): `running` → `draining` or `cancelling` (an
+/// explicit shutdown: the inbox is closed, adds are refused, blocked producers are refused) → `stopping` (no members
+/// left, or the handle was released, which happens only with nothing outstanding) → `terminated` (every worker out
+/// of its loop); the threads are joined by the first termination wait that sees it, or by the handle's release (a
+/// worker that performs the release itself is detached instead, as it is about to exit). Forward only.
 final class QueueCore: @unchecked Sendable {
     let lock = SpindleMutex(.adaptive)  // short sections, taken by the adding thread and every worker
     let drained: SpindleCondition
@@ -55,7 +57,7 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var idle: IdleWorkers
     /// Running or shutting down (see `QueueLifecycle`).
     @exclusivity(unchecked) var lifecycle = QueueLifecycle()
-    /// `lifecycle.isShuttingDown`. Caller holds `lock`.
+    /// `lifecycle.isShuttingDown`: workers must exit (the queue is stopping). Caller holds `lock`.
     @inline(__always)
     var shuttingDown: Bool { self.lifecycle.isShuttingDown }
     /// Which members are released and which are held behind a barrier (see `BarrierGate`).
@@ -76,6 +78,9 @@ final class QueueCore: @unchecked Sendable {
     /// Async drain waiters (`waitUntilAllOperationsAreFinished() async`), each signalled once when the queue
     /// drains (see `DrainWaiters`). Under `lock`.
     @exclusivity(unchecked) var asyncDrainWaiters = DrainWaiters()
+    /// Async termination waiters (`awaitTermination() async`), each signalled once when the queue terminates.
+    /// Under `lock`.
+    @exclusivity(unchecked) var terminationWaiters = DrainWaiters()
 
     /// Capacity, full-queue policy and blocked producers (see `Admission`, `QueueCore+Backpressure`); mirrored
     /// for adding threads in `boundedHint`. Under `lock`.
@@ -140,9 +145,10 @@ final class QueueCore: @unchecked Sendable {
         return try body()
     }
 
-    /// Pushes a claimed operation on the inbox (retaining it: the queue's reference). Lock-free.
+    /// Pushes a claimed operation on the inbox (retaining it: the queue's reference). Lock-free. Returns false,
+    /// having pushed nothing, if the queue was shut down (the inbox is closed): the caller gives the operation back.
     @inline(__always)
-    func pushToInbox(_ op: SpindleOperation) { self.inbox.push(op) }
+    func pushToInbox(_ op: SpindleOperation) -> Bool { self.inbox.push(op) }
 
     /// After a push: whether someone must be woken or a thread started (see `IdleHints`).
     @inline(__always)
@@ -158,7 +164,12 @@ final class QueueCore: @unchecked Sendable {
 
     @inline(never)
     private func drainInboxSlowLocked() {
-        var oldestFirst = self.inbox.takeAllOldestFirst()
+        self.admitInboxChainLocked(self.inbox.takeAllOldestFirst())
+    }
+
+    /// Admits a chain taken from the inbox (oldest first, each with the queue's reference). Caller holds `lock`.
+    func admitInboxChainLocked(_ chain: Unmanaged<SpindleOperation>?) {
+        var oldestFirst = chain
         while let link = oldestFirst {
             oldestFirst = link._withUnsafeGuaranteedRef { op in
                 let next = op.nextLink
@@ -254,15 +265,15 @@ final class QueueCore: @unchecked Sendable {
     // MARK: - The finish bookkeeping
 
     /// The queue's side of a member's finish: unlink it, free its slot, release operations held behind it, and
-    /// wake queue waiters if it was the last; admit blocked producers' operations that now fit. Caller holds
-    /// `lock`; the caller decides who runs next, and signals the semaphores this returns (async drain waiters,
-    /// granted producers) after unlocking (their tasks may add work to this queue). `dropsReference`: the member
-    /// list owned the queue's reference to `op`, which the caller must release after unlocking.
+    /// wake queue waiters if it was the last (and stop the workers if the queue was shut down); admit blocked
+    /// producers' operations that now fit. Caller holds `lock`; the caller decides who runs next. What is left for
+    /// after unlocking goes into `after`: semaphores (async drain waiters, granted producers, whose tasks may add
+    /// work to this queue) and, when this finish stopped a shut-down queue, the wake of every parked worker.
+    /// Returns whether the member list owned the queue's reference to `op` (`dropsReference`), which the caller
+    /// must release after unlocking.
     ///
     /// `freesSlot`: false for an operation a worker ran from its reserved batch, which never took a slot of its own.
-    func unlinkFinishedLocked(_ op: SpindleOperation, freesSlot: Bool = true) -> (
-        wake: [SpindleSemaphore]?, dropsReference: Bool
-    ) {
+    func unlinkFinishedLocked(_ op: SpindleOperation, freesSlot: Bool = true, into after: inout AfterUnlock) -> Bool {
         self.members.unlink(op, isBarrier: op.isBarrier)
         let dropsReference = op.placement.listOwnsReference
         op.placement.move(to: .outside)
@@ -271,34 +282,14 @@ final class QueueCore: @unchecked Sendable {
         self.stats.recordFinish(cancelled: s.isCancelled, failed: s.isFailed)
         self.barriers.finished(isBarrier: op.isBarrier)
         if self.barriers.mayRelease { self.releaseHeldLocked() }
-        var wake: [SpindleSemaphore]? = nil
-        if self.admission.hasProducers { wake = self.grantProducersLocked() }  // room for blocked producers
+        if self.admission.hasProducers { after.addSemaphores(self.grantProducersLocked()) }  // room for producers
         if self.members.count == 0 {
             // Nothing is reserved now: newly ready operations need not check reservations until one is made.
             if self.floorLocked != QueueCore.noFloor { self.setFloorLocked(QueueCore.noFloor) }
             self.drained.broadcast()
-            if !self.asyncDrainWaiters.isEmpty { wake = (wake ?? []) + (self.asyncDrainWaiters.takeAll() ?? []) }
+            if !self.asyncDrainWaiters.isEmpty { after.addSemaphores(self.asyncDrainWaiters.takeAll()) }
+            if self.lifecycle.isShutDown { self.stopIfEmptyLocked(&after) }  // a shut-down queue's last member
         }
-        return (wake, dropsReference)
-    }
-
-    // MARK: - Shutdown
-
-    /// The handle is gone (so there are no members): stop and join the workers. A worker running this (the last
-    /// operation released the queue from its finish path) detaches itself instead of joining itself.
-    func shutdown() {
-        // In a forked child the workers are the parent's: nothing to stop or join here (and the lock may have
-        // been held by one of them at the fork).
-        if ForkGeneration.isInherited(self.forkGeneration) { return }
-        let (workers, after) = self.shutdownBegan()
-        self.perform(after)
-        let me = ThreadContext.current.workerOf === self ? SpindleThread.current : nil
-        for worker in workers {
-            if worker === me {
-                worker.relinquish()
-            } else {
-                try? worker.join()
-            }
-        }
+        return dropsReference
     }
 }

@@ -113,6 +113,10 @@ extension SpindleOperationQueue {
         }
         let core = self.core
         core.lockAndAdmit()
+        guard core.lifecycle.acceptsWork else {
+            core.lock.unlock()
+            throw .queueShutDown(name: self.name)
+        }
         var claimed = 0
         for op in operations {
             if let error = self.claim(op) {

@@ -50,8 +50,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// Adds one operation. The queue starts it on a worker thread once it is ready and a slot is free. On a full
     /// bounded queue (`capacity`), follows `fullQueuePolicy`: blocks until there is room, throws, or runs it on
     /// the calling thread.
-    /// - Throws: `operationAlreadyInQueue` (this queue or another), `operationExecuting`, `operationFinished`;
-    ///   on a full queue `queueFull` (policy `.reject`) or `waitOnOwnQueue` (policy `.block`, called from one of
+    /// - Throws: `operationAlreadyInQueue` (this queue or another), `operationExecuting`, `operationFinished`,
+    ///   `queueShutDown` once `shutdown` began; on a full queue `queueFull` (policy `.reject`) or `waitOnOwnQueue` (policy `.block`, called from one of
     ///   this queue's operations). The queue and the operation are unchanged then.
     public func addOperation(_ operation: SpindleOperation) throws(SpindleError) {
         try self.refuseIfInheritedAcrossFork()
@@ -59,15 +59,23 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         if core.boundedHint.isBounded && !operation.isBarrier {
             return try self.addBounded([operation], waitUntil: nil)
         }
+        if core.inbox.isClosed { throw .queueShutDown(name: self.name) }  // early: the push decides
         if let error = self.claim(operation) { throw error }
         if !operation.isBarrier && core.servingRunLoop == nil {
             // The hot path: no queue lock. One operation lock, three compare-and-swaps, and the lock only when a
             // parked worker must be woken or a thread started.
-            self.pushClaimed(operation)
+            guard self.pushClaimed(operation) else {
+                self.unclaim(operation)
+                throw .queueShutDown(name: self.name)
+            }
             core.noteAdded(level: operation.queuePriority.bucket)
         } else {
             // Barriers and run-loop-served queues: admitted under the lock, after everything added before.
-            core.perform(core.admitOne(operation))
+            guard let after = core.admitOne(operation) else {
+                self.unclaim(operation)
+                throw .queueShutDown(name: self.name)
+            }
+            core.perform(after)
         }
     }
 
@@ -101,6 +109,10 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         }
         let core = self.core
         core.lockAndAdmit()
+        guard core.lifecycle.acceptsWork else {
+            core.lock.unlock()
+            throw .queueShutDown(name: self.name)
+        }
         var claimed = 0
         var failure: SpindleError? = nil
         for op in operations {
@@ -156,14 +168,16 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         self.core.dropOutstanding(1)
     }
 
-    /// Adds a block, wrapped in a `SpindleBlockOperation`, and returns that operation.
+    /// Adds a block, wrapped in a `SpindleBlockOperation`, and returns that operation. A queue that cannot take it
+    /// (shut down, a full bounded queue whose policy refuses, a queue of a parent process) returns it finished as
+    /// cancelled: the block never runs.
     @discardableResult
     public func addOperation(_ block: consuming @escaping @Sendable () -> Void) -> SpindleBlockOperation {
         let op = SpindleBlockOperation(block)  // moved in: the block's captures are not retained again
         if self.isInheritedAcrossFork { return self.finishRefused(op) }
         let core = self.core
         if core.boundedHint.isBounded || core.servingRunLoop != nil {
-            try! self.addOperation(op)  // a new operation can always be added
+            do { try self.addOperation(op) } catch { return self.finishRefused(op) }
             return op
         }
         // No other thread can see this operation before the inbox push publishes it: it is claimed without its
@@ -171,23 +185,29 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         op.markEnqueuedUnpublished()
         op.lockedState.queue = Unmanaged.passUnretained(self)
         core.addOutstanding()
-        self.pushClaimed(op)
+        guard self.pushClaimed(op) else {  // shut down (the push reads the closed bit: no separate check here)
+            self.unclaim(op)
+            return self.finishRefused(op)
+        }
         core.noteAdded(level: SpindleOperation.QueuePriority.normal.bucket)
         return op
     }
 
     /// The hot path's second half: pushes a claimed, non-barrier operation on the inbox of a pool-served queue and
-    /// wakes a worker or starts a thread if needed (the queue lock only then).
+    /// wakes a worker or starts a thread if needed (the queue lock only then). Returns false, having pushed
+    /// nothing, if the queue was shut down.
     @inline(__always)
-    private func pushClaimed(_ operation: SpindleOperation) {
+    private func pushClaimed(_ operation: SpindleOperation) -> Bool {
         let core = self.core
-        core.pushToInbox(operation)
-        guard core.needsWakeAfterInboxPush() else { return }
+        guard core.pushToInbox(operation) else { return false }
+        guard core.needsWakeAfterInboxPush() else { return true }
         core.perform(core.pushedToInbox())
+        return true
     }
 
     /// Adds a barrier: `block` runs after every operation added before it has finished, alone, and operations
-    /// added after it start only once it has returned. Barriers are not listed in `operations`.
+    /// added after it start only once it has returned. Barriers are not listed in `operations`. A shut-down queue
+    /// drops it finished as cancelled (`block` never runs).
     public func addBarrierBlock(_ block: @escaping @Sendable () -> Void) {
         let op = SpindleBlockOperation(block)
         op.isBarrier = true
@@ -196,7 +216,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             _ = self.finishRefused(op)
             return
         }
-        try! self.addOperation(op)  // a new operation can always be added
+        do { try self.addOperation(op) } catch { _ = self.finishRefused(op) }  // only a shut-down queue refuses
     }
 
     // MARK: - Settings

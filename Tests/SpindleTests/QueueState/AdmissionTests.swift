@@ -123,12 +123,23 @@ import Testing
         #expect(admission.producers == nil && admission.check(), "nil again when the last one leaves")
     }
 
-    @Test func theLifecycleOnlyMovesForward() {
-        var lifecycle = QueueLifecycle()
-        #expect(lifecycle.state == .running && !lifecycle.isShuttingDown)
-        lifecycle.beginShutdown()
-        #expect(lifecycle.isShuttingDown)
-        lifecycle.beginShutdown()
-        #expect(lifecycle.state == .shuttingDown)
+    @Test func aShutdownRefusesEveryBlockedProducer() {
+        var admission = Admission()
+        admission.set(capacity: 1, policy: .block)
+        #expect(admission.refuseAll(.queueShutDown(name: "q")) == nil, "nobody waits: nothing to signal")
+        let a = ProducerWaiter([SpindleBlockOperation {}])
+        let b = ProducerWaiter([SpindleBlockOperation {}, SpindleBlockOperation {}])
+        admission.enqueue(a)
+        admission.enqueue(b)
+        let signals = admission.refuseAll(.queueShutDown(name: "q"))
+        #expect(signals?.count == 2 && signals?[0] === a.semaphore && signals?[1] === b.semaphore)
+        for waiter in [a, b] {
+            guard case .refused(let error) = waiter.outcome else {
+                Issue.record("not refused: \(waiter.outcome)")
+                continue
+            }
+            #expect(error.description == SpindleError.queueShutDown(name: "q").description)
+        }
+        #expect(admission.producers == nil && admission.check())
     }
 }

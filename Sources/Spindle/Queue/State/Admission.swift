@@ -124,6 +124,15 @@ struct Admission {
         return (grantedWaiters, signals.isEmpty ? nil : signals)
     }
 
+    /// The queue was shut down: every blocked producer is refused with `error` and leaves the line. Returns their
+    /// semaphores, to signal after unlocking (nil: nobody waited).
+    mutating func refuseAll(_ error: SpindleError) -> [SpindleSemaphore]? {
+        guard let list = self.producers else { return nil }
+        self.producers = nil
+        for waiter in list { waiter.outcome = .refused(error) }
+        return list.map(\.semaphore)
+    }
+
     func check() -> Bool {
         if let capacity = self.capacity, capacity < 1 { return false }
         guard let list = self.producers else { return true }

@@ -5,7 +5,10 @@
 /// `hintWord` to `IdleHints` after every change (the adding thread's lock-free view of this unit).
 ///
 /// Fields (all under `QueueCore.lock`):
-/// - `threads`: the workers started (joined at shutdown); `starting`: places reserved for threads being created;
+/// - `threads`: the workers started and not yet taken to be joined (`takeThreads`); `live`: workers started and
+///   not yet out of their loop (`threadStarted` adds one, `workerExited` takes one; a worker can exit before its
+///   starter registers it, so `live` may be -1 while `starting` is 1); `starting`: places reserved for threads
+///   being created;
 /// - `parked`: workers between `parking` and `unparked`; of them, `wakeupsInFlight` were popped by a wake decision
 ///   (their `ThreadParker` handed to a waker) and have not yet come back; the others wait in the idle line
 ///   (`idleFirst` … `idleLast`, linked both ways through `ThreadParker.nextParked`/`previousParked`; `idleCount` of
@@ -22,16 +25,16 @@
 ///
 /// Invariants (`check()`, asserted in debug builds after every change):
 /// `0 <= wakeupsInFlight <= parked`, `idleCount == parked - wakeupsInFlight`,
-/// `parked + (spinning ? 1 : 0) <= threads.count + starting`, `starting >= 0`; a run-loop-served queue has no
-/// threads.
+/// `parked + (spinning ? 1 : 0) <= live + starting`, `starting >= 0`, `live + starting >= 0`; a run-loop-served
+/// queue has no threads.
 ///
 /// A worker's states, as this unit counts them (transitions under the lock, by the worker itself unless noted):
 /// BUSY → SPINNING (`beginSpin`, only if nobody spins) → BUSY (work seen) or PARKED;
 /// BUSY → PARKED, in the idle line (`parking`) → POPPED (`wakeOrSpawn` returned `.signal`, or `wakeAll` at
 /// shutdown, by any thread) → BUSY (`unparked`, after its `park` returned); PARKED in the stack → BUSY directly
 /// (`unparked`) when it saw work before sleeping or `park` returned spuriously.
-/// A thread is STARTING (`wakeOrSpawn` returned `.spawn`, by any thread) → BUSY (`threadStarted`) or gone
-/// (`threadFailedToStart`, which sets `retryPending`; `retryStarted` clears it when the retry runs, or
+/// A thread is STARTING (`wakeOrSpawn` returned `.spawn`, by any thread) → BUSY (`threadStarted`) → EXITED
+/// (`workerExited`, once the queue is stopping), or gone (`threadFailedToStart`, which sets `retryPending`; `retryStarted` clears it when the retry runs, or
 /// `retryNotScheduled` if the timer could not take it, and then the next event starts a thread).
 struct IdleWorkers {
     /// What to do after unlocking so that one more operation runs. `signal` carries the popped worker's parker
@@ -75,6 +78,15 @@ struct IdleWorkers {
             }
         }
 
+        /// Appends another plan's signals (a plan of wakes only: `wakeAll`'s), keeping this one's order.
+        mutating func add(_ other: WakePlan) {
+            precondition(other.spawns == 0 && !other.performOnRunLoop, "IdleWorkers: merging a plan that is not wakes")
+            guard let first = other.firstSignal else { return }
+            if let last = self.lastSignal { last.nextToWake = first } else { self.firstSignal = first }
+            self.lastSignal = other.lastSignal
+            self.signals += other.signals
+        }
+
         /// Nothing to do.
         @inline(__always)
         var isEmpty: Bool { self.signals == 0 && self.spawns == 0 && !self.performOnRunLoop }
@@ -91,6 +103,7 @@ struct IdleWorkers {
     }
 
     private(set) var threads: [SpindleThread] = []
+    private(set) var live = 0
     private(set) var starting = 0
     private(set) var parked = 0
     private(set) var wakeupsInFlight = 0
@@ -106,8 +119,11 @@ struct IdleWorkers {
 
     init(servedByRunLoop: Bool) { self.servedByRunLoop = servedByRunLoop }
 
-    /// Threads started or being started.
-    var threadCount: Int { self.threads.count + self.starting }
+    /// Threads started (and not out of their loop) or being started.
+    var threadCount: Int { self.live + self.starting }
+
+    /// No worker is in its loop and none is being started: what `QueueLifecycle.workersGone` waits for.
+    var noWorkers: Bool { self.live == 0 && self.starting == 0 }
 
     /// The wake decision for one operation that could start now (`canDispatch`: ready work, a free slot, not
     /// suspended). `wanted`: operations running or ready (more threads than that would idle); `limit`: the width.
@@ -137,6 +153,7 @@ struct IdleWorkers {
     mutating func threadStarted(_ thread: SpindleThread) -> Int {
         precondition(self.starting > 0, "IdleWorkers: a thread started that nobody reserved")
         self.starting -= 1
+        self.live += 1
         self.threads.append(thread)
         let failures = self.spawnFailures
         self.spawnFailures = 0
@@ -152,6 +169,15 @@ struct IdleWorkers {
         self.spawnFailures += 1
         self.retryPending = true
         return IdleWorkers.retryDelay(afterFailures: self.spawnFailures)
+    }
+
+    /// A worker left its loop (the queue is stopping).
+    mutating func workerExited() { self.live -= 1 }
+
+    /// The threads to join, taken out (each is joined by exactly one caller).
+    mutating func takeThreads() -> [SpindleThread] {
+        defer { self.threads = [] }
+        return self.threads
     }
 
     /// The scheduled retry runs now: events may start threads again.
@@ -204,7 +230,7 @@ struct IdleWorkers {
         return true
     }
 
-    /// Shutdown: pops every parked worker; the caller unparks them after unlocking.
+    /// The queue is stopping: pops every parked worker; the caller unparks them after unlocking.
     mutating func wakeAll() -> WakePlan {
         var plan = WakePlan()
         while let first = self.popIdle() {
@@ -252,7 +278,7 @@ struct IdleWorkers {
     func check() -> Bool {
         self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0
             && self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)
-            && self.parked + (self.spinning ? 1 : 0) <= self.threadCount
-            && (!self.servedByRunLoop || self.threadCount == 0)
+            && self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0
+            && (!self.servedByRunLoop || (self.threadCount == 0 && self.threads.isEmpty))
     }
 }
