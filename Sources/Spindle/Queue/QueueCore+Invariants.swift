@@ -5,11 +5,13 @@ extension QueueCore {
     /// Each unit's own invariants, and across units:
     /// - members = released non-barrier members + held members + the running barrier (`BarrierGate`);
     /// - no members ⇒ nothing in the ready buckets;
-    /// - a run-loop-served queue has no threads, a pool-served one no pending perform.
+    /// - a run-loop-served queue has no threads, a pool-served one no pending perform;
+    /// - a terminated queue has no members and no worker in its loop or being started.
     /// Caller holds `lock`.
     func checkInvariantsLocked() -> Bool {
         self.idle.check() && self.slots.check() && self.stats.check() && self.barriers.check() && self.members.check()
-            && self.asyncDrainWaiters.check() && self.admission.check()
+            && self.asyncDrainWaiters.check() && self.terminationWaiters.check() && self.admission.check()
+            && (!self.lifecycle.isTerminated || (self.members.count == 0 && self.idle.noWorkers))
             && self.members.count
                 == self.barriers.activeUnfinished + self.barriers.heldCount + (self.barriers.barrierActive ? 1 : 0)
             && (self.members.count > 0 || self.ready.count == 0)

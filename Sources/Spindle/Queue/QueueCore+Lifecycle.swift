@@ -75,7 +75,11 @@ extension QueueCore {
 
     /// Blocks until the queue has terminated or `deadline` passes; returns whether it terminated. The first caller
     /// to see the termination joins the threads (after unlocking). Caller holds no lock.
+    ///
+    /// A wait begins with a wake decision: a shut-down queue gets no more adds, so if its last thread start failed
+    /// and the retry could not be scheduled, this is the event that starts a thread for what it still holds.
     func waitForTermination(until deadline: SpindleDeadline) -> Bool {
+        self.perform(self.terminationWaitBegins())
         self.lock.lock()
         let terminated = self.drained.wait(until: deadline) {
             self.drainInboxLocked()
@@ -83,28 +87,53 @@ extension QueueCore {
         }
         let threads = terminated ? self.collectThreadsLocked() : []
         self.lock.unlock()
-        for thread in threads { try? thread.join() }
+        QueueCore.join(threads)
         return terminated
     }
 
     /// A task starts awaiting the termination: registers `semaphore` unless the queue has terminated already (then
-    /// joins the threads nobody joined yet and returns false: nothing to await).
+    /// joins the threads nobody joined yet and returns false: nothing to await). Begins with a wake decision, as
+    /// `waitForTermination` does.
     func terminationWaitBegan(_ semaphore: SpindleSemaphore) -> Bool {
+        self.perform(self.terminationWaitBegins())
         let threads: [SpindleThread]? = self.withAdmittedLock {
             if self.lifecycle.isTerminated { return self.collectThreadsLocked() }
             self.terminationWaiters.add(semaphore)
             return nil
         }
         guard let threads else { return true }
-        for thread in threads { try? thread.join() }
+        QueueCore.join(threads)
         return false
     }
 
     /// The awaiting task was signalled: joins the threads nobody joined yet. They have left their loops, so each
-    /// join waits only for a thread's last few instructions.
+    /// join waits only for a thread's last few instructions (on the task's thread: a short block of a cooperative
+    /// thread).
     func terminationWaitEnded() {
-        let threads = self.lock.withLock { self.collectThreadsLocked() }
-        for thread in threads { try? thread.join() }
+        QueueCore.join(self.lock.withLock { self.collectThreadsLocked() })
+    }
+
+    /// A termination wait begins: one wake decision for whatever can start now (see `waitForTermination`).
+    private func terminationWaitBegins() -> AfterUnlock {
+        var after = AfterUnlock()
+        self.lockAndAdmit()
+        after.wake = self.collectWakeActionsLocked()
+        self.lock.unlock()
+        return after
+    }
+
+    /// Joins each collected thread, except the calling thread itself (a task's continuation can resume on the last
+    /// worker out, through a shut-down queue's task executor), which is detached instead: it is about to be done.
+    static func join(_ threads: [SpindleThread]) {
+        guard !threads.isEmpty else { return }
+        let me = SpindleThread.current
+        for thread in threads {
+            if thread === me {
+                thread.relinquish()
+            } else {
+                try? thread.join()
+            }
+        }
     }
 
     /// The awaiting task was cancelled: withdraws `semaphore` (a no-op if the termination took it meanwhile).
@@ -138,13 +167,6 @@ extension QueueCore {
         let workers = self.collectThreadsLocked()  // 5. threads that register later are joined by their starters
         self.lock.unlock()
         self.perform(&after)
-        let me = ThreadContext.current.workerOf === self ? SpindleThread.current : nil
-        for worker in workers {
-            if worker === me {
-                worker.relinquish()
-            } else {
-                try? worker.join()
-            }
-        }
+        QueueCore.join(workers)
     }
 }

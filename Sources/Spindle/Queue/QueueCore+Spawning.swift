@@ -47,7 +47,7 @@ extension QueueCore {
         let late = self.lifecycle.threadsCollected ? self.idle.takeThreads() : []
         self.lock.unlock()
         self.perform(&after)
-        for thread in late { try? thread.join() }
+        QueueCore.join(late)
         if recoveredFrom > 0 {
             SpindleDiagnostics.report(.workerSpawnRecovered(queue: self.name, failures: recoveredFrom))
         }

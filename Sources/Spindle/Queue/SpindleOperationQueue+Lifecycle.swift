@@ -21,8 +21,10 @@ public enum SpindleShutdownMode: Sendable, Hashable {
 ///   nothing: a queue shut down at width 0 terminates once its width is raised.
 /// - Calling `shutdown` again is a no-op, except that `.cancel` after `.drain` cancels what is still there.
 /// - The queue terminates when every accepted operation is through and every worker has left its loop; the first
-///   termination wait to see it joins the threads (or the queue's release does). `awaitTermination` blocks (or
-///   suspends a task) until then; it may be called before `shutdown`, and by any number of callers.
+///   termination wait to see it joins the threads (or the queue's release does; a wait that returns while another
+///   is joining them knows only that they have left their loops). `awaitTermination` blocks (or suspends a task)
+///   until then; it may be called before `shutdown`, and by any number of callers. Each wait begins with a wake
+///   decision, so a shut-down queue whose thread starts failed tries again.
 /// - Releasing the last reference still works as before (the queue finishes its work, then stops and joins).
 /// - The main queue (`SpindleOperationQueue.main`) shuts down like any other; it has no threads of its own, so it
 ///   terminates when its members are through, and stays refusing work for the rest of the process.
@@ -51,8 +53,8 @@ extension SpindleOperationQueue {
         return self.core.lock.withLock { self.core.lifecycle.isTerminated }
     }
 
-    /// Blocks until the queue has terminated (after a `shutdown`, which may come later, from another thread), and
-    /// its threads are joined.
+    /// Blocks until the queue has terminated (after a `shutdown`, which may come later, from another thread); the
+    /// first wait to see it joins the threads.
     /// - Throws: `waitOnOwnQueue` from one of this queue's operations (its `main`, or its completion block),
     ///   which would wait for itself; `forkedChild` for a queue of a parent process.
     public func awaitTermination() throws(SpindleError) {
@@ -77,11 +79,7 @@ extension SpindleOperationQueue {
     /// - Throws: `CancellationError` if the task is cancelled first (at once if it already was);
     ///   `SpindleError.waitOnOwnQueue` from the body of one of this queue's operations; `forkedChild`.
     public func awaitTermination() async throws {
-        try Task.checkCancellation()
-        if let op = SpindleAsyncOperation.running, op.owningQueue === self {
-            throw SpindleError.waitOnOwnQueue(name: self.name)
-        }
-        try self.refuseTerminationWaitFromOwnOperation()
+        try self.refuseAsyncTerminationWait()
         let core = self.core
         let semaphore = try! SpindleSemaphore(value: 0)  // 0 is a valid value
         if !core.terminationWaitBegan(semaphore) { return }
@@ -94,10 +92,13 @@ extension SpindleOperationQueue {
         core.terminationWaitEnded()
     }
 
-    /// As `awaitTermination() async`, giving up after `timeout`: returns whether the queue terminated. Any task.
+    /// As `awaitTermination() async`, giving up after `timeout`: returns whether the queue terminated. A queue that
+    /// has terminated returns true whatever the timeout (zero included). Any task.
     /// - Throws: as `awaitTermination() async`.
     public func awaitTermination(timeout: Duration) async throws -> Bool {
-        try await withThrowingTaskGroup(of: Bool.self) { group in
+        try self.refuseAsyncTerminationWait()
+        if self.core.waitForTermination(until: .after(.zero)) { return true }  // a look, without waiting
+        let waited = try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
                 try await self.awaitTermination()
                 return true
@@ -110,11 +111,24 @@ extension SpindleOperationQueue {
             group.cancelAll()
             return first
         }
+        return waited || self.core.waitForTermination(until: .after(.zero))  // a tie goes to the termination
     }
 
-    /// Throws `waitOnOwnQueue` when the calling thread runs one of this queue's operations, and `forkedChild`.
+    /// The async waits' refusals: a cancelled task, the queue's own async operation, then as the blocking form.
+    private func refuseAsyncTerminationWait() throws {
+        try Task.checkCancellation()
+        if let op = SpindleAsyncOperation.running, op.owningQueue === self {
+            throw SpindleError.waitOnOwnQueue(name: self.name)
+        }
+        try self.refuseTerminationWaitFromOwnOperation()
+    }
+
+    /// Throws `waitOnOwnQueue` when the calling thread runs one of this queue's operations or is one of its workers
+    /// (user code a worker runs outside an operation: a deinit, a waiter), and `forkedChild`.
     private func refuseTerminationWaitFromOwnOperation() throws(SpindleError) {
-        if self.isOwnQueueOfCallingThread { throw .waitOnOwnQueue(name: self.name) }
+        if self.isOwnQueueOfCallingThread || ThreadContext.current.workerOf === self.core {
+            throw .waitOnOwnQueue(name: self.name)
+        }
         try self.refuseIfInheritedAcrossFork()
     }
 }

@@ -317,6 +317,37 @@ import Testing
         await #expect(throws: SpindleError.self) { _ = try await queue.run { 1 } }
     }
 
+    @Test func theAsyncTimedWaitOnATerminatedQueueReturnsTrueEvenWithAZeroTimeout() async throws {
+        let queue = try SpindleOperationQueue(name: "terminated")
+        queue.shutdown()
+        for _ in 0..<100 {
+            #expect(try await queue.awaitTermination(timeout: .zero), "a terminated queue never times out")
+        }
+    }
+
+    @Test func aWaiterResumedOnTheLastWorkerDoesNotJoinItself() async throws {
+        let queue = try SpindleOperationQueue(name: "resumed-on-worker", maxConcurrentOperationCount: 1)
+        let gate = QTGate()
+        let started = QTGate()
+        try queue.addOperation(Probe(gate: gate, started: started))
+        #expect(started.wait())
+        let workers = queue.core.lock.withLock { queue.core.idle.threads }
+        #expect(workers.count == 1)
+        queue.shutdown()
+        // Its jobs are refused by the shut-down queue and run where they are enqueued: the first on this thread,
+        // the resumption on the worker that signals the termination, after that worker left its loop.
+        let waiter = Task(executorPreference: queue.taskExecutor) { try await queue.awaitTermination() }
+        #expect(qtWaitUntil { queue.core.lock.withLock { !queue.core.terminationWaiters.isEmpty } }, "waiting")
+        gate.open()
+        try await waiter.value
+        for worker in workers {
+            // Joined, or detached by itself; a join that succeeds here means nobody joined it.
+            var outcome = "joined now"
+            do { try worker.join() } catch { outcome = "\(error)" }
+            #expect(outcome != "joined now", "the worker was left joinable")
+        }
+    }
+
     @Test func awaitTerminationAsyncFromTheQueuesOwnRunThrows() async throws {
         let queue = try SpindleOperationQueue(name: "async-self", maxConcurrentOperationCount: 2)
         let error = try await queue.run { () -> String in
