@@ -178,11 +178,11 @@ import Testing
         let queue = try SpindleOperationQueue(name: "inside", maxConcurrentOperationCount: 1)
         let later = (0..<5).map { _ in Probe() }
         let refusedInside = QTLog<String>()
-        try queue.addOperation(SpindleBlockOperation {
+        let first = SpindleBlockOperation {
             queue.shutdown()
             do { try queue.addOperation(qtNamed("late")) } catch { refusedInside.append("\(error)") }
-        })
-        for op in later { try queue.addOperation(op) }
+        }
+        try queue.addOperations([first] + later)  // one batch: all admitted before the first can run
         #expect(try queue.awaitTermination(timeout: .seconds(qtDeadline)))
         #expect(later.allSatisfy { $0.ran == 1 })
         #expect(refusedInside.all == [SpindleError.queueShutDown(name: "inside").description])
