@@ -11,7 +11,8 @@ extension QueueCore {
 
     /// `shutdown(mode)`: closes the inbox (admitting what was pushed before: accepted work), refuses blocked
     /// producers, lifts a suspension (what was accepted must run or finish cancelled), and stops the queue at once if
-    /// it has no members. Returns the members to cancel (for `.cancel`: the caller cancels them after unlocking) and
+    /// it has no members. Cancelling: the caller cancels the members after unlocking, and meanwhile a worker that
+    /// takes one cancels it before starting it (`runNextUnlocking`), so none starts uncancelled after the call. Returns the members to cancel (for `.cancel`: the caller cancels them after unlocking) and
     /// what is left to do. A repeated or weaker request changes nothing.
     func shutdownRequested(_ mode: QueueLifecycle.Mode) -> (cancel: [SpindleOperation], after: AfterUnlock) {
         var after = AfterUnlock()
@@ -26,6 +27,8 @@ extension QueueCore {
                 self.invalidateReservations()
             }
             if self.lifecycle.state == .cancelling {  // 6. the members, to cancel after unlocking
+                // Reserved operations give way (workers cancel what they take from now on, and reserve nothing).
+                self.invalidateReservations()
                 cancel.reserveCapacity(self.members.count)
                 var node = self.members.first
                 while let link = node {

@@ -86,12 +86,14 @@ extension QueueCore {
     @inline(__always)
     private func runNextUnlocking(_ worker: inout WorkerState, _ context: ThreadContext) {
         let op = self.takeNextLocked()  // 1. the queue's reference is ours now
-        self.reserveLocked(worker.reservation)  // 2. the next few, with a long backlog
+        let cancelling = self.lifecycle.state == .cancelling  // after shutdown(.cancel) nothing starts uncancelled
+        if !cancelling { self.reserveLocked(worker.reservation) }  // 2. the next few, with a long backlog
         worker.pending.wake.add(self.wakeOrSpawnLocked())  // 3. whom to wake for what is left
         self.lock.unlock()
         worker.gotWork()
         // The previous batch's releases; its drops once a batch is due (never the last one: `op` is outstanding).
         self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)
+        if cancelling { op._withUnsafeGuaranteedRef { $0.cancel() } }  // the shutdown's own cancel may not be there yet
         context.queue = self.handle
         let deferredFinish = self.runOnWorker(op, context)
         var ranHead: Unmanaged<SpindleOperation>? = nil  // the reserved operations run, in order (`nextLink`)
@@ -226,10 +228,12 @@ extension QueueCore {
     @inline(never)
     private func dispatchOneUnlocking(_ context: ThreadContext) {
         let op = self.takeNextLocked()
+        let cancelling = self.lifecycle.state == .cancelling  // as in `runNextUnlocking`
         var after = AfterUnlock()
         after.wake.add(self.wakeOrSpawnLocked())
         self.lock.unlock()
         self.perform(&after)
+        if cancelling { op._withUnsafeGuaranteedRef { $0.cancel() } }
         let outer = context.queue
         context.queue = self.handle
         op._withUnsafeGuaranteedRef { self.run($0) }

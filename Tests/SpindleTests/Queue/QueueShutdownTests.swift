@@ -74,6 +74,55 @@ import Testing
         #expect(self.workersJoined(queue))
     }
 
+    /// The operation after `CancelHook`: says when it was touched (started or cancelled).
+    final class TouchProbe: SpindleOperation, @unchecked Sendable {
+        let touched = QTGate()
+        let runs = QTCounter()
+        override func main() {
+            self.runs.increment()
+            self.touched.open()
+        }
+        override func cancel() {
+            super.cancel()
+            self.touched.open()
+        }
+    }
+
+    /// Runs until cancelled; its cancellation (the shutdown's first) holds the shutdown's cancel loop until the
+    /// worker has touched the next operation, so the worker always gets there before the loop does.
+    final class CancelHook: SpindleOperation, @unchecked Sendable {
+        let started = QTGate()
+        let next: TouchProbe
+        let hooked = QTFlag()
+        init(next: TouchProbe) {
+            self.next = next
+            super.init()
+        }
+        override func main() {
+            self.started.open()
+            let deadline = qtMonotonicSeconds() + qtDeadline
+            while !self.isCancelled && qtMonotonicSeconds() < deadline {}
+        }
+        override func cancel() {
+            super.cancel()
+            if !self.hooked.isSet {
+                self.hooked.set()
+                #expect(self.next.touched.wait(), "the worker never took the next operation")
+            }
+        }
+    }
+
+    @Test func afterShutdownCancelNothingStartsUncancelledEvenWhenTheRunningOneReturnsAtOnce() throws {
+        let queue = try SpindleOperationQueue(name: "cancel-race", maxConcurrentOperationCount: 1)
+        let next = TouchProbe()
+        let running = CancelHook(next: next)
+        try queue.addOperations([running, next])
+        #expect(running.started.wait())
+        queue.shutdown(.cancel)  // cancels `running`, which returns; the worker takes `next` meanwhile
+        #expect(try queue.awaitTermination(timeout: .seconds(qtDeadline)))
+        #expect(next.runs.count == 0 && next.isCancelled && next.isFinished, "started uncancelled")
+    }
+
     @Test func cancelAfterDrainEscalatesAndRepeatsAreNoOps() throws {
         let queue = try SpindleOperationQueue(name: "escalate", maxConcurrentOperationCount: 1)
         let gate = QTGate()
