@@ -7,6 +7,9 @@ let package = Package(
         .library(name: "Spindle", targets: ["Spindle"]),
         .executable(name: "spindle-stress", targets: ["SpindleStress"]),
         .executable(name: "spindle-examples", targets: ["SpindleExamples"]),
+        // Integrations (issue 18), each a product of its own: a package that uses only `Spindle` fetches none of
+        // their dependencies (`.ci/check-lean-dependency` checks it).
+        .library(name: "SpindleMetrics", targets: ["SpindleMetrics"]),
     ],
     dependencies: [
         // Benchmarks only (the library depends on nothing). Explicit traits: the default set pulls a runtime
@@ -14,6 +17,8 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
         // Benchmarks only: NIOThreadPool is one of the peers we measure against.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        // The integration products only (SpindleMetrics).
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
         // The only C in the package: thin wrappers over pthreads, eventfd and poll. No policy.
@@ -38,6 +43,17 @@ let package = Package(
                            .product(name: "NIOPosix", package: "swift-nio")],
             path: "Benchmarks/SpindleBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // Integrations, each depending on Spindle and one server package: a queue's snapshot as metrics.
+        .target(
+            name: "SpindleMetrics",
+            dependencies: ["Spindle", .product(name: "Metrics", package: "swift-metrics")],
+            path: "Sources/SpindleMetrics"
+        ),
+        .testTarget(
+            name: "SpindleMetricsTests",
+            dependencies: ["SpindleMetrics", .product(name: "MetricsTestKit", package: "swift-metrics")],
+            path: "Tests/SpindleMetricsTests"
         ),
     ],
     swiftLanguageModes: [.v6]
