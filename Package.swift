@@ -10,6 +10,7 @@ let package = Package(
         // Integrations (issue 18), each a product of its own: a package that uses only `Spindle` fetches none of
         // their dependencies (`.ci/check-lean-dependency` checks it).
         .library(name: "SpindleMetrics", targets: ["SpindleMetrics"]),
+        .library(name: "SpindleLogging", targets: ["SpindleLogging"]),
     ],
     dependencies: [
         // Benchmarks only (the library depends on nothing). Explicit traits: the default set pulls a runtime
@@ -17,8 +18,9 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
         // Benchmarks only: NIOThreadPool is one of the peers we measure against.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-        // The integration products only (SpindleMetrics).
+        // The integration products only (SpindleMetrics, SpindleLogging).
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // The only C in the package: thin wrappers over pthreads, eventfd and poll. No policy.
@@ -44,16 +46,27 @@ let package = Package(
             path: "Benchmarks/SpindleBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
-        // Integrations, each depending on Spindle and one server package: a queue's snapshot as metrics.
+        // Integrations: a queue and a run-loop thread as services of a ServiceGroup; a queue's snapshot as metrics;
+        // Spindle's diagnostics events to a Logger. Each depends on Spindle and one server package.
         .target(
             name: "SpindleMetrics",
             dependencies: ["Spindle", .product(name: "Metrics", package: "swift-metrics")],
             path: "Sources/SpindleMetrics"
         ),
+        .target(
+            name: "SpindleLogging",
+            dependencies: ["Spindle", .product(name: "Logging", package: "swift-log")],
+            path: "Sources/SpindleLogging"
+        ),
         .testTarget(
             name: "SpindleMetricsTests",
             dependencies: ["SpindleMetrics", .product(name: "MetricsTestKit", package: "swift-metrics")],
             path: "Tests/SpindleMetricsTests"
+        ),
+        .testTarget(
+            name: "SpindleLoggingTests",
+            dependencies: ["SpindleLogging", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/SpindleLoggingTests"
         ),
     ],
     swiftLanguageModes: [.v6]
