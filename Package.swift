@@ -9,6 +9,7 @@ let package = Package(
         .executable(name: "spindle-examples", targets: ["SpindleExamples"]),
         // Integrations (issue 18), each a product of its own: a package that uses only `Spindle` fetches none of
         // their dependencies (`.ci/check-lean-dependency` checks it).
+        .library(name: "SpindleServiceLifecycle", targets: ["SpindleServiceLifecycle"]),
         .library(name: "SpindleMetrics", targets: ["SpindleMetrics"]),
         .library(name: "SpindleLogging", targets: ["SpindleLogging"]),
     ],
@@ -18,7 +19,8 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
         // Benchmarks only: NIOThreadPool is one of the peers we measure against.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-        // The integration products only (SpindleMetrics, SpindleLogging).
+        // The integration products only (SpindleServiceLifecycle, SpindleMetrics, SpindleLogging).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
@@ -49,6 +51,11 @@ let package = Package(
         // Integrations: a queue and a run-loop thread as services of a ServiceGroup; a queue's snapshot as metrics;
         // Spindle's diagnostics events to a Logger. Each depends on Spindle and one server package.
         .target(
+            name: "SpindleServiceLifecycle",
+            dependencies: ["Spindle", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            path: "Sources/SpindleServiceLifecycle"
+        ),
+        .target(
             name: "SpindleMetrics",
             dependencies: ["Spindle", .product(name: "Metrics", package: "swift-metrics")],
             path: "Sources/SpindleMetrics"
@@ -57,6 +64,16 @@ let package = Package(
             name: "SpindleLogging",
             dependencies: ["Spindle", .product(name: "Logging", package: "swift-log")],
             path: "Sources/SpindleLogging"
+        ),
+        .testTarget(
+            name: "SpindleServiceLifecycleTests",
+            dependencies: [
+                "SpindleServiceLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/SpindleServiceLifecycleTests"
         ),
         .testTarget(
             name: "SpindleMetricsTests",
