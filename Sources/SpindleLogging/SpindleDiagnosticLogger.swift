@@ -1,3 +1,4 @@
+#if SpindleLogging  // the trait of the same name (Package.swift)
 import Logging
 import Spindle
 
@@ -97,3 +98,4 @@ public struct SpindleDiagnosticLogger: Sendable {
         }
     }
 }
+#endif

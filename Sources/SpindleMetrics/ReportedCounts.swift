@@ -1,3 +1,4 @@
+#if SpindleMetrics  // the trait of the same name (Package.swift)
 import Spindle
 
 /// The cumulative figures of a queue that a `SpindleQueueMetrics` has already reported, and the step from one
@@ -64,3 +65,4 @@ struct ReportedCounts: Equatable, Sendable {
         return overflowSum ? .max : sum
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SpindleMetrics  // the trait of the same name (Package.swift)
 import Metrics
 import Spindle
 
@@ -156,3 +157,4 @@ public final class SpindleQueueMetrics: Sendable {
         }
     }
 }
+#endif

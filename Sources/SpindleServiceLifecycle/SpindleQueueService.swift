@@ -1,3 +1,4 @@
+#if SpindleServiceLifecycle  // the trait of the same name (Package.swift)
 import ServiceLifecycle
 import Spindle
 
@@ -92,3 +93,4 @@ public struct SpindleQueueService: Service, CustomStringConvertible {
         return "SpindleQueueService('\(self.queue.name)'\(timeout))"
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SpindleServiceLifecycle  // the trait of the same name (Package.swift)
 import ServiceLifecycle
 import Spindle
 
@@ -48,3 +49,4 @@ public struct SpindleRunLoopThreadService: Service, CustomStringConvertible {
         "SpindleRunLoopThreadService('\(self.runLoopThread.thread.name)')"
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SpindleLogging  // the trait of the same name (Package.swift)
 import Logging
 import Spindle
 
@@ -46,3 +47,4 @@ struct CapturingLogHandler: LogHandler {
             .init(level: event.level, message: "\(event.message)", metadata: merged, source: event.source))
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SpindleLogging  // the trait of the same name (Package.swift)
 import Glibc
 import Logging
 import Spindle
@@ -93,3 +94,4 @@ import Testing
         }
     }
 }
+#endif

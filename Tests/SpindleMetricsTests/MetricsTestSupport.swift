@@ -1,3 +1,4 @@
+#if SpindleMetrics  // the trait of the same name (Package.swift)
 import CoreMetrics
 import Glibc
 import MetricsTestKit
@@ -103,3 +104,4 @@ final class FailingOperation: SpindleOperation, @unchecked Sendable {
 
     override func main() throws { throw Failure() }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SpindleMetrics  // the trait of the same name (Package.swift)
 import Glibc
 import MetricsTestKit
 import Spindle
@@ -208,3 +209,4 @@ import Testing
         #expect(counted.totalValue == 1, "the sample taken on cancellation is missing")
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SpindleServiceLifecycle  // the trait of the same name (Package.swift)
 import Glibc
 import Logging
 import ServiceLifecycle
@@ -51,3 +52,4 @@ import Testing
         }
     }
 }
+#endif

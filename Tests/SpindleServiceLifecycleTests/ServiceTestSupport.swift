@@ -1,3 +1,4 @@
+#if SpindleServiceLifecycle  // the trait of the same name (Package.swift)
 import Spindle
 
 // Helpers for the SpindleServiceLifecycle tests. Nothing here sleeps to learn that something happened: hand-offs
@@ -68,3 +69,4 @@ final class GatedOperation: SpindleOperation, @unchecked Sendable {
         self.gate.signal()
     }
 }
+#endif

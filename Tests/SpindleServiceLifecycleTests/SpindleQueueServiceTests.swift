@@ -1,3 +1,4 @@
+#if SpindleServiceLifecycle  // the trait of the same name (Package.swift)
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Spindle
@@ -116,3 +117,4 @@ import Testing
         queue.shutdown()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SpindleServiceLifecycle  // the trait of the same name (Package.swift)
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Spindle
@@ -52,3 +53,4 @@ import Testing
         try loopThread.shutdown()
     }
 }
+#endif
