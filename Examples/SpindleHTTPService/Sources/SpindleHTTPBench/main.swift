@@ -1,0 +1,3 @@
+import SpindleHTTPServiceKit
+import AsyncHTTPClient
+print("x")

@@ -1,0 +1,48 @@
+import Logging
+import ServiceLifecycle
+import Spindle
+
+/// Shuts a Spindle queue down when its service group shuts down: listed before the HTTP application in the
+/// group, it is told to shut down only once the application has returned (a group shuts its services down in
+/// reverse order), that is once the server stopped accepting and answered every request it had.
+///
+/// Then it shuts the queue down in drain mode (new work refused, everything admitted runs), waits up to
+/// `drainTimeout` for the queue to terminate, and escalates to cancel mode if it has not. Work still in the queue
+/// by then belongs to requests already answered 504 (cancelled, stopping) or to work that outlived its request.
+/// If the group is cancelled instead, it shuts the queue down in cancel mode at once.
+public struct QueueShutdownService: Service {
+    /// The queue to shut down.
+    public let queue: SpindleOperationQueue
+    /// How long the drain may take before the rest is cancelled.
+    public let drainTimeout: Duration
+    /// Where it reports.
+    public let logger: Logger
+    /// Called once the queue terminated, before `run` returns (the service logs its summary there).
+    public let onTerminated: @Sendable () -> Void
+
+    /// A service that shuts `queue` down when the group does.
+    public init(queue: SpindleOperationQueue, drainTimeout: Duration, logger: Logger,
+                onTerminated: @escaping @Sendable () -> Void = {}) {
+        self.queue = queue
+        self.drainTimeout = drainTimeout
+        self.logger = logger
+        self.onTerminated = onTerminated
+    }
+
+    /// Waits for the group's graceful shutdown (or cancellation), then shuts the queue down and waits for it.
+    public func run() async throws {
+        // TODO(lifecycle): replaced by queue.shutdown(.drain) + awaitTermination once the lifecycle API lands.
+        do {
+            try await gracefulShutdown()
+        } catch {
+            self.logger.info("cancelled: cancelling the work queue")
+            self.queue.cancelAllOperations()
+            self.onTerminated()
+            return
+        }
+        self.logger.info("draining the work queue", metadata: ["queue": "\(self.queue.snapshot())"])
+        try await self.queue.waitUntilAllOperationsAreFinished()
+        self.logger.info("work queue drained")
+        self.onTerminated()
+    }
+}

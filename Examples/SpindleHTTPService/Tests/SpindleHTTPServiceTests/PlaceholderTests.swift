@@ -1,0 +1,4 @@
+import Testing
+import AsyncHTTPClient
+@testable import SpindleHTTPServiceKit
+@Test func placeholder() {}
