@@ -3,7 +3,8 @@ import Spindle
 /// The service's executor: a bounded Spindle queue that refuses work when full (`SpindleFullQueuePolicy.reject`)
 /// and a Spindle deadline on every operation.
 ///
-/// `execute` adds a `DeadlineJob` (refused at once by a full queue: `SpindleError.queueFull`), then arms its
+/// `execute` adds a `DeadlineJob` (refused at once by a full queue, `SpindleError.queueFull`, and by a queue shut
+/// down, `SpindleError.queueShutDown`), then arms its
 /// deadline with `cancel(at:)`, so the deadline counts the time spent waiting in the queue as well as running. A
 /// missed deadline answers `.deadlineExpired` from Spindle's deadline thread without waiting for the work to
 /// notice; the cancelled operation stops within one chunk of work (or finishes unrun if it had not started) and
@@ -36,8 +37,11 @@ public final class SpindleWorkExecutor: BlockingWorkExecutor {
         do {
             try self.queue.addOperation(job)
         } catch {
-            if case .queueFull = error { return .refused(.full) }
-            return .refused(.shutDown)  // shut down, or a queue inherited across fork(): nothing will run here
+            switch error {
+            case .queueFull: return .refused(.full)
+            case .queueShutDown: return .refused(.shutDown)
+            default: return .failed(error)  // nothing else is expected of a new operation on a bounded queue
+            }
         }
         job.cancel(at: deadline)
         return await withTaskCancellationHandler {

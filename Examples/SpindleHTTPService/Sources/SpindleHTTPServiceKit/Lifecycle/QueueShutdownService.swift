@@ -29,20 +29,30 @@ public struct QueueShutdownService: Service {
         self.onTerminated = onTerminated
     }
 
-    /// Waits for the group's graceful shutdown (or cancellation), then shuts the queue down and waits for it.
+    /// Waits for the group's graceful shutdown (or cancellation), then shuts the queue down and waits for it to
+    /// terminate (its threads joined).
     public func run() async throws {
-        // TODO(lifecycle): replaced by queue.shutdown(.drain) + awaitTermination once the lifecycle API lands.
         do {
             try await gracefulShutdown()
-        } catch {
+            self.logger.info("draining the work queue", metadata: ["queue": "\(self.queue.snapshot())"])
+            self.queue.shutdown(.drain)
+            if try await !self.queue.awaitTermination(timeout: self.drainTimeout) {
+                self.logger.warning(
+                    "the work queue did not drain in time: cancelling the rest",
+                    metadata: ["queue": "\(self.queue.snapshot())"])
+                self.queue.shutdown(.cancel)
+                try await self.queue.awaitTermination()
+            }
+        } catch is CancellationError {
+            // The group was cancelled (or this wait was): cancel the work and still wait for the threads, in a task
+            // the cancellation does not reach, for a bounded time.
             self.logger.info("cancelled: cancelling the work queue")
-            self.queue.cancelAllOperations()
-            self.onTerminated()
-            return
+            self.queue.shutdown(.cancel)
+            let queue = self.queue
+            let terminated = try await Task.detached { try await queue.awaitTermination(timeout: .seconds(5)) }.value
+            if !terminated { self.logger.warning("the work queue did not terminate within 5 s of its cancellation") }
         }
-        self.logger.info("draining the work queue", metadata: ["queue": "\(self.queue.snapshot())"])
-        try await self.queue.waitUntilAllOperationsAreFinished()
-        self.logger.info("work queue drained")
+        self.logger.info("work queue terminated", metadata: ["queue": "\(self.queue.snapshot())"])
         self.onTerminated()
     }
 }

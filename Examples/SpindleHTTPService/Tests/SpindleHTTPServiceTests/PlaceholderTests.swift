@@ -1,4 +1,0 @@
-import Testing
-import AsyncHTTPClient
-@testable import SpindleHTTPServiceKit
-@Test func placeholder() {}
