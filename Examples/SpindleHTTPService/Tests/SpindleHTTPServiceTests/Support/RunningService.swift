@@ -67,19 +67,55 @@ struct TestFailure: Error, CustomStringConvertible {
 }
 
 /// Runs `body`, failing with `TestFailure` if it has not returned after `limit`: a watchdog so that a broken
-/// service fails the test instead of hanging it (the sleep only bounds the wait; it synchronises nothing).
+/// service fails the test instead of hanging it (the sleep only bounds the wait; it synchronises nothing). On
+/// time-out `body` is cancelled and left behind: the test does not wait for a body that may never return.
 func withWatchdog<T: Sendable>(_ limit: Duration, _ what: String,
                                _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            return nil
+    let first = FirstResult<T>()
+    let work = Task {
+        do { first.offer(.success(try await body())) } catch { first.offer(.failure(error)) }
+    }
+    let timer = Task {
+        try? await Task.sleep(for: limit)
+        first.offer(.failure(TestFailure("\(what): not done after \(limit)")))
+    }
+    let result = await first.value
+    timer.cancel()
+    work.cancel()
+    return try result.get()
+}
+
+/// The first of several results offered from any task; `value` waits for it.
+final class FirstResult<T: Sendable>: Sendable {
+    private struct State {
+        var result: Result<T, any Error>? = nil
+        var waiter: CheckedContinuation<Result<T, any Error>, Never>? = nil
+    }
+
+    private let state = Mutex(State())
+
+    /// Keeps `result` if it is the first; wakes the waiter.
+    func offer(_ result: Result<T, any Error>) {
+        let waiter = self.state.withLock { state -> CheckedContinuation<Result<T, any Error>, Never>? in
+            guard state.result == nil else { return nil }
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
         }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else {
-            throw TestFailure("\(what): not done after \(limit)")
+        waiter?.resume(returning: result)
+    }
+
+    /// The first result offered, once there is one. One caller.
+    var value: Result<T, any Error> {
+        get async {
+            await withCheckedContinuation { continuation in
+                let ready = self.state.withLock { state -> Result<T, any Error>? in
+                    if let result = state.result { return result }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
         }
-        return value
     }
 }
