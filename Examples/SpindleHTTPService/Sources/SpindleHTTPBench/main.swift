@@ -1,3 +1,4 @@
-import SpindleHTTPServiceKit
 import AsyncHTTPClient
+import SpindleHTTPServiceKit
+
 print("x")

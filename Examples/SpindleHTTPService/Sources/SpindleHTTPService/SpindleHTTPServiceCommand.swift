@@ -15,7 +15,8 @@ struct SpindleHTTPServiceCommand: AsyncParsableCommand {
             GET /stats, GET /health
             A full queue answers 503 with Retry-After; a missed deadline answers 504 and cancels the work.
             SIGTERM or SIGINT: stop accepting, answer what was accepted, drain the queue, exit.
-            """)
+            """
+    )
 
     @Option(help: "The address to listen on.")
     var host = "127.0.0.1"
@@ -35,10 +36,16 @@ struct SpindleHTTPServiceCommand: AsyncParsableCommand {
     @Option(name: .customLong("retry-after"), help: "The Retry-After of a 503, in seconds.")
     var retryAfterSeconds = 1
 
-    @Option(name: .customLong("drain-timeout-ms"), help: "On shutdown, how long the queue may drain before the rest is cancelled.")
+    @Option(
+        name: .customLong("drain-timeout-ms"),
+        help: "On shutdown, how long the queue may drain before the rest is cancelled."
+    )
     var drainTimeoutMilliseconds = 30_000
 
-    @Option(name: .customLong("data-file"), help: "Where to write the data file /hash reads (default: in /tmp, removed at exit).")
+    @Option(
+        name: .customLong("data-file"),
+        help: "Where to write the data file /hash reads (default: in /tmp, removed at exit)."
+    )
     var dataFilePath: String?
 
     @Option(name: .customLong("data-file-bytes"), help: "The data file's size.")

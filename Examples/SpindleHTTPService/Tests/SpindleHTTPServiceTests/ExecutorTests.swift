@@ -54,7 +54,9 @@ extension EndToEndTests {
                 Issue.record("expected abandoned, got \(outcome)")
                 return
             }
-            try await withWatchdog(.seconds(30), "the work to see its cancellation") { try await sawCancellation.wait() }
+            try await withWatchdog(.seconds(30), "the work to see its cancellation") {
+                try await sawCancellation.wait()
+            }
             try await withWatchdog(.seconds(30), "the queue to drain") {
                 try await executor.queue.waitUntilAllOperationsAreFinished()
             }

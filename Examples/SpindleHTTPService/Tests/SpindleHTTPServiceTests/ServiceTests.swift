@@ -16,48 +16,58 @@ extension EndToEndTests {
         /// Every answer of a mixed load is a correct 200 when the load stays within the queue's capacity.
         @Test(.timeLimit(.minutes(2)))
         func correctAnswersUnderBoundedConcurrency() async throws {
-            let running = try await RunningService.start("correct") {
-                $0.width = 2
-                $0.capacity = 16
-                $0.deadline = .seconds(60)
+            try await withRunningService(
+                "correct",
+                connections: 8,
+                configure: {
+                    $0.width = 2
+                    $0.capacity = 16
+                    $0.deadline = .seconds(60)
+                }
+            ) { running, probe in
+                let path = running.service.dataFile.path
+                var expected: [String: String] = [:]
+                for (bytes, rounds) in [
+                    (0, 1), (1, 1), (65_535, 1), (65_537, 3), (Self.mebibyte, 1), (5 * Self.mebibyte + 7, 2),
+                ] {
+                    expected["/hash?bytes=\(bytes)&rounds=\(rounds)"] = Oracle.hash(
+                        path: path,
+                        bytes: bytes,
+                        rounds: rounds
+                    )
+                }
+                for limit in [0, 1, 2, 3, 100, 99_991, 1_000_000] {
+                    expected["/primes?limit=\(limit)"] = String(Oracle.primeCount(upTo: limit))
+                }
+                let requests = (0..<3).flatMap { _ in expected.keys.sorted() }
+                let replies = try await withWatchdog(.seconds(90), "the mixed load") {
+                    await drive(probe, requests, concurrency: 8)
+                }
+                for reply in replies {
+                    let answer = try #require(reply.answer, "no answer: \(reply)")
+                    #expect(answer.status == 200, "\(answer.path): \(answer.status) \(answer.body)")
+                    #expect(answer.body == expected[answer.path], "\(answer.path): wrong answer")
+                }
+                #expect(replies.count == requests.count)
+                #expect(running.service.tally.counts.completed == requests.count)
             }
-            let probe = HTTPProbe(port: running.port, connections: 8)
-            let path = running.service.dataFile.path
-            var expected: [String: String] = [:]
-            for (bytes, rounds) in [(0, 1), (1, 1), (65_535, 1), (65_537, 3), (Self.mebibyte, 1), (5 * Self.mebibyte + 7, 2)] {
-                expected["/hash?bytes=\(bytes)&rounds=\(rounds)"] = Oracle.hash(path: path, bytes: bytes, rounds: rounds)
-            }
-            for limit in [0, 1, 2, 3, 100, 99_991, 1_000_000] {
-                expected["/primes?limit=\(limit)"] = String(Oracle.primeCount(upTo: limit))
-            }
-            let requests = (0..<3).flatMap { _ in expected.keys.sorted() }
-            let replies = try await withWatchdog(.seconds(90), "the mixed load") {
-                await drive(probe, requests, concurrency: 8)
-            }
-            for reply in replies {
-                let answer = try #require(reply.answer, "no answer: \(reply)")
-                #expect(answer.status == 200, "\(answer.path): \(answer.status) \(answer.body)")
-                #expect(answer.body == expected[answer.path], "\(answer.path): wrong answer")
-            }
-            #expect(replies.count == requests.count)
-            #expect(running.service.tally.counts.completed == requests.count)
-            try await probe.shutdown()
-            try await running.stop()
         }
 
         /// Bad parameters are refused with 400 and run nothing.
         @Test(.timeLimit(.minutes(1)))
         func badParametersAnswer400() async throws {
-            let running = try await RunningService.start("bad") { $0.dataFileSize = 1024 }
-            let probe = HTTPProbe(port: running.port, connections: 2)
-            for path in ["/hash", "/hash?bytes=-1", "/hash?bytes=1025", "/hash?bytes=10&rounds=0", "/hash?bytes=x",
-                         "/primes", "/primes?limit=-5", "/primes?limit=10&deadline_ms=-1"] {
-                let answer = try #require(await probe.get(path).answer)
-                #expect(answer.status == 400, "\(path): \(answer.status)")
+            try await withRunningService("bad", connections: 2, configure: { $0.dataFileSize = 1024 }) {
+                running,
+                probe in
+                for path in [
+                    "/hash", "/hash?bytes=-1", "/hash?bytes=1025", "/hash?bytes=10&rounds=0", "/hash?bytes=x",
+                    "/primes", "/primes?limit=-5", "/primes?limit=10&deadline_ms=-1",
+                ] {
+                    let answer = try #require(await probe.get(path).answer)
+                    #expect(answer.status == 400, "\(path): \(answer.status)")
+                }
+                #expect(running.service.executor.queue.snapshot().finished == 0)
             }
-            #expect(running.service.executor.queue.snapshot().finished == 0)
-            try await probe.shutdown()
-            try await running.stop()
         }
 
         /// More requests at once than the queue holds: the extra ones are answered 503 with Retry-After at once
@@ -65,78 +75,82 @@ extension EndToEndTests {
         @Test(.timeLimit(.minutes(2)))
         func overloadAnswers503WithRetryAfter() async throws {
             let (width, capacity, clients) = (2, 4, 16)  // 16 requests at once > width + capacity
-            let running = try await RunningService.start("overload") {
-                $0.width = width
-                $0.capacity = capacity
-                $0.deadline = .seconds(60)
-                $0.retryAfterSeconds = 3
+            try await withRunningService(
+                "overload",
+                connections: clients,
+                configure: {
+                    $0.width = width
+                    $0.capacity = capacity
+                    $0.deadline = .seconds(60)
+                    $0.retryAfterSeconds = 3
+                }
+            ) { running, probe in
+                let slow = "/hash?bytes=\(16 * Self.mebibyte)&rounds=2"
+                let expected = Oracle.hash(path: running.service.dataFile.path, bytes: 16 * Self.mebibyte, rounds: 2)
+                let replies = try await withWatchdog(.seconds(90), "the overload") {
+                    await drive(probe, Array(repeating: slow, count: clients), concurrency: clients)
+                }
+                let answers = try replies.map { try #require($0.answer, "no answer: \($0)") }
+                let ok = answers.filter { $0.status == 200 }
+                let refused = answers.filter { $0.status == 503 }
+                #expect(ok.count + refused.count == clients, "statuses: \(answers.map(\.status))")
+                #expect(refused.count >= 1, "no request was refused: the queue took \(ok.count) at once")
+                #expect(ok.count >= capacity, "fewer accepted than the queue holds: \(ok.count)")
+                for answer in ok { #expect(answer.body == expected) }
+                for answer in refused { #expect(answer.retryAfter == "3") }
+                let snapshot = running.service.executor.queue.snapshot()
+                #expect(snapshot.highWaterOperationCount <= capacity, "\(snapshot)")
+                #expect(snapshot.highWaterExecuting <= width, "\(snapshot)")
+                #expect(snapshot.rejected == refused.count, "\(snapshot)")
+                #expect(running.service.tally.counts.refusedFull == refused.count)
             }
-            let probe = HTTPProbe(port: running.port, connections: clients)
-            let slow = "/hash?bytes=\(16 * Self.mebibyte)&rounds=2"
-            let expected = Oracle.hash(path: running.service.dataFile.path, bytes: 16 * Self.mebibyte, rounds: 2)
-            let replies = try await withWatchdog(.seconds(90), "the overload") {
-                await drive(probe, Array(repeating: slow, count: clients), concurrency: clients)
-            }
-            let answers = try replies.map { try #require($0.answer, "no answer: \($0)") }
-            let ok = answers.filter { $0.status == 200 }
-            let refused = answers.filter { $0.status == 503 }
-            #expect(ok.count + refused.count == clients, "statuses: \(answers.map(\.status))")
-            #expect(refused.count >= 1, "no request was refused: the queue took \(ok.count) at once")
-            #expect(ok.count >= capacity, "fewer accepted than the queue holds: \(ok.count)")
-            for answer in ok { #expect(answer.body == expected) }
-            for answer in refused { #expect(answer.retryAfter == "3") }
-            let snapshot = running.service.executor.queue.snapshot()
-            #expect(snapshot.highWaterOperationCount <= capacity, "\(snapshot)")
-            #expect(snapshot.highWaterExecuting <= width, "\(snapshot)")
-            #expect(snapshot.rejected == refused.count, "\(snapshot)")
-            #expect(running.service.tally.counts.refusedFull == refused.count)
-            try await probe.shutdown()
-            try await running.stop()
         }
 
         /// A request whose deadline passes is answered 504 when it passes, and its work is cancelled: running work
         /// stops early (the queue drains in seconds where the work would take hours), waiting work never starts.
         @Test(.timeLimit(.minutes(2)))
         func missedDeadlineAnswers504AndCancelsTheWork() async throws {
-            let running = try await RunningService.start("deadline") {
-                $0.width = 1
-                $0.capacity = 4
-                $0.deadline = .seconds(60)
-            }
-            let probe = HTTPProbe(port: running.port, connections: 4)
-            let queue = running.service.executor.queue
-            // A holds the only thread with hours of work; B waits behind it with a shorter deadline.
-            let a = "/primes?limit=1000000000&deadline_ms=2000"
-            let b = "/hash?bytes=4096&deadline_ms=200"
-            let (first, second) = try await withWatchdog(.seconds(60), "the late requests") {
-                try await withThrowingTaskGroup(of: Reply.self) { group in
-                    group.addTask { await probe.get(a) }
-                    try await waitUntil("A holds the queue's thread") { queue.snapshot().executing == 1 }
-                    group.addTask { await probe.get(b) }
-                    let first = try #require(try await group.next())
-                    let second = try #require(try await group.next())
-                    return (first, second)
+            try await withRunningService(
+                "deadline",
+                connections: 4,
+                configure: {
+                    $0.width = 1
+                    $0.capacity = 4
+                    $0.deadline = .seconds(60)
                 }
+            ) { running, probe in
+                let queue = running.service.executor.queue
+                // A holds the only thread with hours of work; B waits behind it with a shorter deadline.
+                let a = "/primes?limit=1000000000&deadline_ms=2000"
+                let b = "/hash?bytes=4096&deadline_ms=200"
+                let (first, second) = try await withWatchdog(.seconds(60), "the late requests") {
+                    try await withThrowingTaskGroup(of: Reply.self) { group in
+                        group.addTask { await probe.get(a) }
+                        try await waitUntil("A holds the queue's thread") { queue.snapshot().executing == 1 }
+                        group.addTask { await probe.get(b) }
+                        let first = try #require(try await group.next())
+                        let second = try #require(try await group.next())
+                        return (first, second)
+                    }
+                }
+                let firstAnswer = try #require(first.answer)
+                let secondAnswer = try #require(second.answer)
+                #expect(firstAnswer.path == b, "the waiting request was not answered first, at its own deadline")
+                #expect(firstAnswer.status == 504 && secondAnswer.status == 504)
+                #expect(firstAnswer.elapsed >= .milliseconds(200) && secondAnswer.elapsed >= .milliseconds(2000))
+                // The cancelled work leaves the queue: A stops within one check, B finishes without running.
+                let drained = try await withWatchdog(.seconds(30), "the cancelled work to stop") {
+                    try await queue.waitUntilAllOperationsAreFinished()
+                    return true
+                }
+                #expect(drained)
+                let snapshot = queue.snapshot()
+                #expect(snapshot.finished == 2 && snapshot.cancelled == 2, "\(snapshot)")
+                #expect(running.service.tally.counts.deadlineExpired == 2)
+                // The thread is free again: a quick request is answered correctly.
+                let after = try #require(await probe.get("/primes?limit=1000").answer)
+                #expect(after.status == 200 && after.body == "168")
             }
-            let firstAnswer = try #require(first.answer)
-            let secondAnswer = try #require(second.answer)
-            #expect(firstAnswer.path == b, "the waiting request was not answered first, at its own deadline")
-            #expect(firstAnswer.status == 504 && secondAnswer.status == 504)
-            #expect(firstAnswer.elapsed >= .milliseconds(200) && secondAnswer.elapsed >= .milliseconds(2000))
-            // The cancelled work leaves the queue: A stops within one check, B finishes without running.
-            let drained = try await withWatchdog(.seconds(30), "the cancelled work to stop") {
-                try await queue.waitUntilAllOperationsAreFinished()
-                return true
-            }
-            #expect(drained)
-            let snapshot = queue.snapshot()
-            #expect(snapshot.finished == 2 && snapshot.cancelled == 2, "\(snapshot)")
-            #expect(running.service.tally.counts.deadlineExpired == 2)
-            // The thread is free again: a quick request is answered correctly.
-            let after = try #require(await probe.get("/primes?limit=1000").answer)
-            #expect(after.status == 200 && after.body == "168")
-            try await probe.shutdown()
-            try await running.stop()
         }
     }
 }

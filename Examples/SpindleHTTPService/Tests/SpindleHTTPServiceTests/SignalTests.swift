@@ -15,13 +15,18 @@ extension EndToEndTests {
             let dataPath = "/tmp/spindle-http-service-sigterm-\(getpid()).data"
             let stderrPath = "/tmp/spindle-http-service-sigterm-\(getpid()).log"
             defer { unlink(dataPath); unlink(stderrPath) }
-            let child = try ChildProcess(ChildProcess.serviceExecutable, [
-                "--port", "0", "--width", "1", "--capacity", String(capacity), "--deadline-ms", "60000",
-                "--data-file", dataPath, "--data-file-bytes", String(16 << 20),
-            ], stderrPath: stderrPath)
+            let child = try ChildProcess(
+                ChildProcess.serviceExecutable,
+                [
+                    "--port", "0", "--width", "1", "--capacity", String(capacity), "--deadline-ms", "60000",
+                    "--data-file", dataPath, "--data-file-bytes", String(16 << 20),
+                ],
+                stderrPath: stderrPath
+            )
             let outcome = try await self.watching(child) {
                 let line = try await Self.blocking.run { child.readLine() } ?? ""
-                guard line.hasPrefix("listening on http://127.0.0.1:"), let port = Int(line.split(separator: ":").last ?? "")
+                guard line.hasPrefix("listening on http://127.0.0.1:"),
+                    let port = Int(line.split(separator: ":").last ?? "")
                 else { throw TestFailure("no listening line; got \"\(line)\"") }
                 let slow = "/hash?bytes=\(16 << 20)&rounds=2"
                 let probe = HTTPProbe(port: port, connections: requests)
@@ -44,7 +49,10 @@ extension EndToEndTests {
             }
             let (replies, sigtermAt, status) = outcome
             let log = child.standardError
-            let sentAt = try #require(sigtermAt, "no request was refused, so SIGTERM was not sent under load: \(replies)")
+            let sentAt = try #require(
+                sigtermAt,
+                "no request was refused, so SIGTERM was not sent under load: \(replies)"
+            )
             #expect(status == 0, "exit status \(String(describing: status)); log:\n\(log)")
             let expected = Oracle.hash(path: dataPath, bytes: 16 << 20, rounds: 2)
             let answers = try replies.map { try #require($0.answer, "no answer: \($0); log:\n\(log)") }
@@ -58,8 +66,10 @@ extension EndToEndTests {
 
         /// Runs `body`; if it has not returned within a minute, kills the child (which ends any read of its output or
         /// wait for it) and fails.
-        private func watching<T: Sendable>(_ child: ChildProcess,
-                                           _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        private func watching<T: Sendable>(
+            _ child: ChildProcess,
+            _ body: @escaping @Sendable () async throws -> T
+        ) async throws -> T {
             try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask { try await body() }
                 group.addTask {

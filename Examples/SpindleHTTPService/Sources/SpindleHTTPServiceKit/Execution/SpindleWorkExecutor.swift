@@ -22,7 +22,11 @@ public final class SpindleWorkExecutor: BlockingWorkExecutor {
     public init(name: String, width: Int, capacity: Int) throws {
         guard width >= 1 else { throw SpindleError.invalidConcurrencyLimit(width) }
         self.queue = try SpindleOperationQueue(
-            name: name, maxConcurrentOperationCount: width, capacity: capacity, whenFull: .reject)
+            name: name,
+            maxConcurrentOperationCount: width,
+            capacity: capacity,
+            whenFull: .reject
+        )
         self.width = width
         self.capacity = capacity
     }

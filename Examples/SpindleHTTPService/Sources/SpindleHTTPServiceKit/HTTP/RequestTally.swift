@@ -33,7 +33,8 @@ public final class RequestTally: Sendable {
             refusedFull: self.refusedFull.load(ordering: .relaxed),
             refusedShutDown: self.refusedShutDown.load(ordering: .relaxed),
             deadlineExpired: self.deadlineExpired.load(ordering: .relaxed),
-            abandoned: self.abandoned.load(ordering: .relaxed))
+            abandoned: self.abandoned.load(ordering: .relaxed)
+        )
     }
 
     /// One reading of the counts.

@@ -32,8 +32,14 @@ public struct WorkRoutes<Executor: BlockingWorkExecutor>: Sendable {
     public static var maxPrimeLimit: Int { 1_000_000_000 }
 
     /// Routes running their work on `executor`.
-    public init(executor: Executor, dataFile: DataFile, deadline: Duration, retryAfterSeconds: Int,
-                tally: RequestTally, describeExecutor: @escaping @Sendable () -> String) {
+    public init(
+        executor: Executor,
+        dataFile: DataFile,
+        deadline: Duration,
+        retryAfterSeconds: Int,
+        tally: RequestTally,
+        describeExecutor: @escaping @Sendable () -> String
+    ) {
         self.executor = executor
         self.dataFile = dataFile
         self.deadline = deadline
@@ -106,14 +112,21 @@ public struct WorkRoutes<Executor: BlockingWorkExecutor>: Sendable {
     }
 
     /// The integer parameter `name`, which must lie in `range`; `fallback` when it is absent (required if nil).
-    private static func parameter(_ query: Parameters, _ name: Substring, in range: ClosedRange<Int>,
-                                  default fallback: Int? = nil) throws -> Int {
+    private static func parameter(
+        _ query: Parameters,
+        _ name: Substring,
+        in range: ClosedRange<Int>,
+        default fallback: Int? = nil
+    ) throws -> Int {
         guard let text = query[name] else {
             if let fallback { return fallback }
             throw HTTPError(.badRequest, message: "missing parameter \(name)")
         }
         guard let value = Int(text), range.contains(value) else {
-            throw HTTPError(.badRequest, message: "\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)")
+            throw HTTPError(
+                .badRequest,
+                message: "\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)"
+            )
         }
         return value
     }

@@ -24,36 +24,56 @@ public struct ExampleService: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.dataFile = try DataFile(
-            path: configuration.resolvedDataFilePath, size: configuration.dataFileSize,
-            removeWhenReleased: configuration.dataFilePath == nil)
+            path: configuration.resolvedDataFilePath,
+            size: configuration.dataFileSize,
+            removeWhenReleased: configuration.dataFilePath == nil
+        )
         self.executor = try SpindleWorkExecutor(
-            name: "http-work", width: configuration.width, capacity: configuration.capacity)
+            name: "http-work",
+            width: configuration.width,
+            capacity: configuration.capacity
+        )
         self.tally = RequestTally()
     }
 
     /// The service group to run: the queue's shutdown service, then the HTTP application. `run()` returns after
     /// a graceful shutdown (one of `gracefulShutdownSignals`, or `triggerGracefulShutdown()`) once the server
     /// answered what it had accepted and the queue terminated. `onListening` gets the bound port.
-    public func makeServiceGroup(gracefulShutdownSignals: [UnixSignal] = [],
-                                 onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> ServiceGroup {
+    public func makeServiceGroup(
+        gracefulShutdownSignals: [UnixSignal] = [],
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) -> ServiceGroup {
         let executor = self.executor
         let routes = WorkRoutes(
-            executor: executor, dataFile: self.dataFile, deadline: self.configuration.deadline,
-            retryAfterSeconds: self.configuration.retryAfterSeconds, tally: self.tally,
-            describeExecutor: { executor.queue.snapshot().description })
+            executor: executor,
+            dataFile: self.dataFile,
+            deadline: self.configuration.deadline,
+            retryAfterSeconds: self.configuration.retryAfterSeconds,
+            tally: self.tally,
+            describeExecutor: { executor.queue.snapshot().description }
+        )
         let application = HTTPFrontEnd.makeApplication(
-            routes: routes, host: self.configuration.host, port: self.configuration.port, logger: self.logger,
-            onListening: onListening)
+            routes: routes,
+            host: self.configuration.host,
+            port: self.configuration.port,
+            logger: self.logger,
+            onListening: onListening
+        )
         let tally = self.tally
         let logger = self.logger
         let queueShutdown = QueueShutdownService(
-            queue: executor.queue, drainTimeout: self.configuration.drainTimeout, logger: self.logger,
-            onTerminated: { logger.info("shut down", metadata: ["requests": "\(tally.counts)"]) })
+            queue: executor.queue,
+            drainTimeout: self.configuration.drainTimeout,
+            logger: self.logger,
+            onTerminated: { logger.info("shut down", metadata: ["requests": "\(tally.counts)"]) }
+        )
         return ServiceGroup(
             configuration: .init(
                 // Shut down in reverse order: the application first, then the queue.
                 services: [.init(service: queueShutdown), .init(service: application)],
                 gracefulShutdownSignals: gracefulShutdownSignals,
-                logger: self.logger))
+                logger: self.logger
+            )
+        )
     }
 }

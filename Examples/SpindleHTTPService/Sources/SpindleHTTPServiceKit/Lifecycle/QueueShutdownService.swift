@@ -21,8 +21,12 @@ public struct QueueShutdownService: Service {
     public let onTerminated: @Sendable () -> Void
 
     /// A service that shuts `queue` down when the group does.
-    public init(queue: SpindleOperationQueue, drainTimeout: Duration, logger: Logger,
-                onTerminated: @escaping @Sendable () -> Void = {}) {
+    public init(
+        queue: SpindleOperationQueue,
+        drainTimeout: Duration,
+        logger: Logger,
+        onTerminated: @escaping @Sendable () -> Void = {}
+    ) {
         self.queue = queue
         self.drainTimeout = drainTimeout
         self.logger = logger
@@ -39,7 +43,8 @@ public struct QueueShutdownService: Service {
             if try await !self.queue.awaitTermination(timeout: self.drainTimeout) {
                 self.logger.warning(
                     "the work queue did not drain in time: cancelling the rest",
-                    metadata: ["queue": "\(self.queue.snapshot())"])
+                    metadata: ["queue": "\(self.queue.snapshot())"]
+                )
                 self.queue.shutdown(.cancel)
                 try await self.queue.awaitTermination()
             }

@@ -40,7 +40,10 @@ public final class DataFile: Sendable {
     /// `cancellation` before every read.
     /// - Throws: `WorkCancelled` once `cancellation` is set; `DataFileError` if a read fails.
     public func hash(bytes: Int, rounds: Int, cancellation: WorkCancellation) throws -> FNV1a64 {
-        precondition(bytes >= 0 && bytes <= self.size && rounds >= 0, "DataFile.hash: bad bytes \(bytes) or rounds \(rounds)")
+        precondition(
+            bytes >= 0 && bytes <= self.size && rounds >= 0,
+            "DataFile.hash: bad bytes \(bytes) or rounds \(rounds)"
+        )
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         var hash = FNV1a64()

@@ -38,7 +38,10 @@ struct HTTPProbe: Sendable {
 
     init(port: Int, connections: Int) {
         var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        configuration.connectionPool = .init(
+            idleTimeout: .seconds(60),
+            concurrentHTTP1ConnectionsPerHostSoftLimit: connections
+        )
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(120))
         self.client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
@@ -54,9 +57,16 @@ struct HTTPProbe: Sendable {
             let body = try await response.body.collect(upTo: 1 << 20)
             var text = String(buffer: body)
             while text.last?.isWhitespace == true { text.removeLast() }
-            return .answer(Answer(
-                path: path, status: Int(response.status.code), body: text,
-                retryAfter: response.headers.first(name: "Retry-After"), sent: sent, answered: .now))
+            return .answer(
+                Answer(
+                    path: path,
+                    status: Int(response.status.code),
+                    body: text,
+                    retryAfter: response.headers.first(name: "Retry-After"),
+                    sent: sent,
+                    answered: .now
+                )
+            )
         } catch {
             return .noAnswer(path: path, error: "\(error)")
         }

@@ -13,7 +13,8 @@ final class RunningService: Sendable {
 
     /// Starts a service with `configure` applied to a test configuration (port 0, a data file of 16 MiB named
     /// after `name`); returns once it listens.
-    static func start(_ name: String, _ configure: (inout ServiceConfiguration) -> Void) async throws -> RunningService {
+    static func start(_ name: String, _ configure: (inout ServiceConfiguration) -> Void) async throws -> RunningService
+    {
         var configuration = ServiceConfiguration()
         configuration.port = 0
         configuration.dataFilePath = "/tmp/spindle-http-service-test-\(getpid())-\(name).data"
@@ -60,6 +61,30 @@ final class RunningService: Sendable {
     }
 }
 
+/// Starts a service (see `RunningService.start`) and a client for it with `connections` connections, runs `body`
+/// with both, then stops both, also when `body` throws (async-http-client traps on a client released without
+/// its shutdown). A service that does not stop within its watchdog is left behind.
+func withRunningService<T: Sendable>(
+    _ name: String,
+    connections: Int,
+    configure: (inout ServiceConfiguration) -> Void,
+    _ body: (RunningService, HTTPProbe) async throws -> T
+) async throws -> T {
+    let running = try await RunningService.start(name, configure)
+    let probe = HTTPProbe(port: running.port, connections: connections)
+    let value: T
+    do {
+        value = try await body(running, probe)
+    } catch {
+        try? await probe.shutdown()
+        try? await withWatchdog(.seconds(10), "the failed test's service to stop") { try await running.stop() }
+        throw error
+    }
+    try await probe.shutdown()
+    try await withWatchdog(.seconds(60), "the service to stop") { try await running.stop() }
+    return value
+}
+
 /// A failed expectation that must end the test.
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
@@ -69,8 +94,11 @@ struct TestFailure: Error, CustomStringConvertible {
 /// Runs `body`, failing with `TestFailure` if it has not returned after `limit`: a watchdog so that a broken
 /// service fails the test instead of hanging it (the sleep only bounds the wait; it synchronises nothing). On
 /// time-out `body` is cancelled and left behind: the test does not wait for a body that may never return.
-func withWatchdog<T: Sendable>(_ limit: Duration, _ what: String,
-                               _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+func withWatchdog<T: Sendable>(
+    _ limit: Duration,
+    _ what: String,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
     let first = FirstResult<T>()
     let work = Task {
         do { first.offer(.success(try await body())) } catch { first.offer(.failure(error)) }
