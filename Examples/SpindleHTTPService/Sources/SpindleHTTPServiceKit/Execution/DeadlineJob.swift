@@ -39,7 +39,13 @@ final class DeadlineJob<Value: Sendable>: SpindleOperation, @unchecked Sendable 
     }
 
     override func start() throws {
-        try super.start()
+        do {
+            try super.start()
+        } catch {
+            // A queue never makes this throw (the operation is private to `execute`); if one did, still answer.
+            self.latch.resolve(.failed(error))
+            throw error
+        }
         // Finished (with or without running `main`), completion run, counted out of the queue: a request answered
         // from here never finds its own operation still taking room.
         self.latch.resolve(self.outcome ?? self.stoppedOutcome)

@@ -1,4 +1,0 @@
-import AsyncHTTPClient
-import SpindleHTTPServiceKit
-
-print("x")
