@@ -14,7 +14,9 @@ let package = Package(
         .executable(name: "spindle-http-bench", targets: ["SpindleHTTPBench"]),
     ],
     dependencies: [
-        .package(path: "../.."),
+        // Spindle with two of its integration products: SpindleQueueService (the queue as a ServiceGroup service)
+        // and SpindleDiagnosticLogger (Spindle's diagnostics to swift-log). Each needs its trait.
+        .package(path: "../..", traits: ["SpindleServiceLifecycle", "SpindleLogging"]),
         // No default traits: they pull swift-configuration and full Foundation, which the example does not use.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1", traits: []),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
@@ -29,6 +31,8 @@ let package = Package(
             name: "SpindleHTTPServiceKit",
             dependencies: [
                 .product(name: "Spindle", package: spindlePackage),
+                .product(name: "SpindleServiceLifecycle", package: spindlePackage),
+                .product(name: "SpindleLogging", package: spindlePackage),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

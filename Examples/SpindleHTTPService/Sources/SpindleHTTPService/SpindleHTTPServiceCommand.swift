@@ -2,6 +2,7 @@ import ArgumentParser
 import Glibc
 import Logging
 import SpindleHTTPServiceKit
+import SpindleLogging
 
 /// `spindle-http-service`: the example service. Runs until SIGTERM or SIGINT, then drains and exits.
 @main
@@ -79,6 +80,8 @@ struct SpindleHTTPServiceCommand: AsyncParsableCommand {
         configuration.drainTimeout = .milliseconds(self.drainTimeoutMilliseconds)
         configuration.dataFilePath = self.dataFilePath
         configuration.dataFileSize = self.dataFileBytes
+        // What Spindle cannot report through a return value (a worker thread that could not start…) goes to the log.
+        SpindleDiagnosticLogger(logger: Logger(label: "spindle")).install()
         let service = try ExampleService(configuration: configuration, logger: Logger(label: "spindle-http-service"))
         let host = self.host
         let group = service.makeServiceGroup(gracefulShutdownSignals: [.sigterm, .sigint]) { port in
@@ -87,5 +90,6 @@ struct SpindleHTTPServiceCommand: AsyncParsableCommand {
             _ = line.withCString { write(STDOUT_FILENO, $0, strlen($0)) }
         }
         try await group.run()
+        service.logSummary()
     }
 }

@@ -61,7 +61,7 @@ extension EndToEndTests {
             for answer in ok { #expect(answer.body == expected) }
             #expect(ok.contains { $0.answered > sentAt }, "nothing in flight was answered after SIGTERM")
             #expect(log.contains("accepted \(capacity) (200: \(capacity), 504: 0"), "log:\n\(log)")
-            #expect(log.contains("work queue terminated"), "log:\n\(log)")
+            #expect(log.contains("terminated=true"), "log:\n\(log)")
         }
 
         /// Runs `body`; if it has not returned within a minute, kills the child (which ends any read of its output or

@@ -2,6 +2,7 @@ import Hummingbird
 import Logging
 import ServiceLifecycle
 import Spindle
+import SpindleServiceLifecycle
 import UnixSignals
 
 /// The example service put together: the data file, the Spindle executor, the routes, the Hummingbird
@@ -36,9 +37,12 @@ public struct ExampleService: Sendable {
         self.tally = RequestTally()
     }
 
-    /// The service group to run: the queue's shutdown service, then the HTTP application. `run()` returns after
-    /// a graceful shutdown (one of `gracefulShutdownSignals`, or `triggerGracefulShutdown()`) once the server
-    /// answered what it had accepted and the queue terminated. `onListening` gets the bound port.
+    /// The service group to run: the queue's service (`SpindleQueueService`), then the HTTP application. A group
+    /// shuts its services down in reverse order, each after the one behind it returned: on a graceful shutdown
+    /// (one of `gracefulShutdownSignals`, or `triggerGracefulShutdown()`) the server stops accepting and answers
+    /// every request it has; then the queue is shut down in drain mode (work still there belongs to requests
+    /// already answered 504, stopping), cancelled after `drainTimeout`, and awaited until it terminated. `run()`
+    /// returns then. `onListening` gets the bound port.
     public func makeServiceGroup(
         gracefulShutdownSignals: [UnixSignal] = [],
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
@@ -59,21 +63,26 @@ public struct ExampleService: Sendable {
             logger: self.logger,
             onListening: onListening
         )
-        let tally = self.tally
-        let logger = self.logger
-        let queueShutdown = QueueShutdownService(
-            queue: executor.queue,
-            drainTimeout: self.configuration.drainTimeout,
-            logger: self.logger,
-            onTerminated: { logger.info("shut down", metadata: ["requests": "\(tally.counts)"]) }
-        )
+        let queueService = SpindleQueueService(queue: executor.queue, drainTimeout: self.configuration.drainTimeout)
         return ServiceGroup(
             configuration: .init(
                 // Shut down in reverse order: the application first, then the queue.
-                services: [.init(service: queueShutdown), .init(service: application)],
+                services: [.init(service: queueService), .init(service: application)],
                 gracefulShutdownSignals: gracefulShutdownSignals,
                 logger: self.logger
             )
+        )
+    }
+
+    /// Logs what the service did: the request counts and the queue's final snapshot (after the group returned).
+    public func logSummary() {
+        self.logger.info(
+            "shut down",
+            metadata: [
+                "requests": "\(self.tally.counts)",
+                "queue": "\(self.executor.queue.snapshot())",
+                "terminated": "\(self.executor.queue.isTerminated)",
+            ]
         )
     }
 }
