@@ -50,7 +50,10 @@
  *   A5 Threads and the timer: spawnJoinable fails (MAXFAIL times in all) or starts the worker process at
  *      once. Thread names and indices, joins, diagnostics reports, spawnFailures and the retry's backoff are
  *      left out: the timer fires each scheduled retry at any time after it was inserted (no clock).
- *      DeadlineTimer.insert never fails, except with -DTIMER_CAN_FAIL (once).
+ *      When DeadlineTimer.insert fails (its thread cannot start), the thread whose start failed runs the retry
+ *      itself after the backoff (QueueCore.retryInPlace: the retry's event, then the starts it decided, in a
+ *      loop): the same steps as the timer's fire, on another thread, at a later time; the model's timer process
+ *      stands for whichever thread runs them ([F_INPLACE]), so a failed insert is not a separate case here.
  *   A6 A worker's own state: `finished`/`dropped` and `drops` are booleans (whether the unlocked gaps
  *      [W_RELEASEQ] and [W_DROPSQ] come before the next park; dropBatch, 256, is never reached).
  *   A7 Ghost state: each operation's place (new, inbox, ready, taken) and counters for the properties. The
@@ -88,8 +91,6 @@
  * OPTIONS
  *   -DRAISE_WIDTH               a widener process raises the width from 1 to LIMIT once
  *                               (setMaxConcurrentOperationCount: [WD_ADMIT] [WD_SET] [WD_PUBLISH] [WD_DRAIN]).
- *   -DTIMER_CAN_FAIL            one DeadlineTimer.insert may fail ([F_NOTSCHED]): fails P1, as documented
- *                               ("the queue's next event tries again": the model has no next event).
  *   -DNO_FOREVER                every operation finishes (then the broken variants NO_RECHECK and
  *                               SPAWN_FAILURE_STRANDS, and the retry bug, are not caught).
  *
@@ -101,6 +102,9 @@
  *   -DBROKEN_SPAWN_FAILURE_STRANDS  the failure path before the fix: it frees the place and nothing else (no
  *                                   retryPending, no drain, no wake, no retry): the work the start was for is
  *                                   stranded.
+ *   -DBROKEN_TIMER_FAILURE_STRANDS  the code before the in-place retry: one DeadlineTimer.insert fails and the
+ *                                   retry is dropped (retryPending cleared and published, the next event left to
+ *                                   start a thread): with no next event, the work is stranded.
  *   -DBROKEN_NO_WAKE_AFTER_PUSH     the adder ignores the word's parked bit ([H_TEST] without parkedBit): with
  *                                   every thread started and one parked, its operation is stranded.
  *   -DBROKEN_WAKE_ONLY_SLEEPERS     the unpark is a bare futex_wake that reaches only a worker already asleep (no
@@ -158,60 +162,60 @@
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:30 "let room = self.slots.room(ready: self.ready.count)" */
 /* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:32 "let action = self.wakeOrSpawnLocked()" */
 /* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "if action == .none { break }" */
-/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:100 "parker.unpark()" */
+/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:108 "parker.unpark()" */
 /* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:99 "plan.unparkAll()" */
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:182 "let link = self.ready.popHighest()!" */
 /* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "self.stats.noteRunning(self.slots.take())" */
-/* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:29 "override func fire() { self.core.retrySpawn() }" */
-/* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:36 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
-/* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:38 "self.threadFailedToStart(error)" */
-/* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:42 "self.lock.lock()" */
-/* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "let recoveredFrom = self.idle.threadStarted(thread)" */
-/* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:44 "self.publishIdleLocked()" */
+/* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:38 "override func fire() { self.core.retrySpawn() }" */
+/* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:51 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
+/* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:53 "return self.threadFailedToStart(error)" */
+/* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "self.lock.lock()" */
+/* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:57 "let recoveredFrom = self.idle.threadStarted(thread)" */
+/* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:58 "self.publishIdleLocked()" */
 /* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:212 "self.lock.lock()" */
 /* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:213 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
 /* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:214 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
 /* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:215 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
 /* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:216 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
-/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:59 "self.perform(after)" */
-/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:60 "let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))" */
-/* [F_NOTSCHED]      PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:63 "self.idle.retryNotScheduled()" */
+/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:75 "self.perform(after)" */
+/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:79 "let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))" */
+/* [F_INPLACE]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "if let delay = self.startWorker(index) { self.retryInPlace(after: delay) }" */
+/* [S_RETRYINPLACE]  PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:92 "var after = self.spawnRetried()" */
 /* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:225 "self.lock.lock()" */
 /* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:226 "self.idle.retryStarted()  // 1. threads may start again" */
 /* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:227 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
 /* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:228 "self.drainInboxLocked()  // 3. admit the inbox" */
 /* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:229 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
 /* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "self.publishIdleLocked()  // 5. the places just reserved" */
-/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:75 "self.perform(self.spawnRetried())" */
-/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:132 "guard canDispatch, !shuttingDown else { return .none }" */
-/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:138 "if self.spinning { return .none }" */
-/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:139 "if let first = self.popIdle() {" */
-/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:140 "self.wakeupsInFlight += 1" */
-/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:144 "if count < limit && count < wanted && !self.retryPending {" */
-/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:145 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
-/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:155 "self.starting -= 1" */
-/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:157 "self.threads.append(thread)" */
-/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:168 "self.starting -= 1" */
-/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:170 "self.retryPending = true" */
-/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:184 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_RETRYNOTSCHED] PIN Sources/Spindle/Queue/State/IdleWorkers.swift:187 "mutating func retryNotScheduled() { self.retryPending = false }" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:198 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:205 "self.spinning = false" */
-/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:211 "self.parked += 1" */
-/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:223 "self.parked -= 1" */
-/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:229 "self.wakeupsInFlight -= 1" */
-/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:224 "if parker.inIdleLine {" */
-/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:225 "self.removeFromIdle(parker)" */
-/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:212 "parker.inIdleLine = true" */
-/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:245 "self.removeFromIdle(first)" */
-/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:271 "if self.spinning { word |= IdleHints.spinningBit }" */
-/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:272 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:273 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:279 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:280 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:281 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
+/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:113 "self.perform(self.spawnRetried())" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:140 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:146 "if self.spinning { return .none }" */
+/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:147 "if let first = self.popIdle() {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:148 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:152 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:153 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:163 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:165 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:176 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:178 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:192 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:203 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:210 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:216 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:228 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:234 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:229 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:230 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:217 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:250 "self.removeFromIdle(first)" */
+/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:276 "if self.spinning { word |= IdleHints.spinningBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:277 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:278 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:284 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:285 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:286 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
 /* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
 /* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
 /* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
@@ -270,8 +274,8 @@
 #ifndef MAXSPUR
 #define MAXSPUR 2                           /* spurious returns from a park, in all */
 #endif
-#ifdef TIMER_CAN_FAIL
-#define MAXTIMERFAIL 1                      /* DeadlineTimer.insert failures (A5) */
+#ifdef BROKEN_TIMER_FAILURE_STRANDS
+#define MAXTIMERFAIL 1                      /* DeadlineTimer.insert failures (the broken variant only) */
 #else
 #define MAXTIMERFAIL 0
 #endif
@@ -327,7 +331,7 @@ byte ntaken = 0;                            /* operations taken by a worker */
 byte stuck = 0;                             /* operations taken that never finish (their worker stays busy) */
 byte fails = 0;                             /* thread starts failed */
 byte spur = 0;                              /* spurious returns from a park happened */
-byte timerFails = 0;                        /* timer inserts failed (-DTIMER_CAN_FAIL only) */
+byte timerFails = 0;                        /* timer inserts failed (BROKEN_TIMER_FAILURE_STRANDS only) */
 
 #define THREADCOUNT (threads + starting)
 #define CANDISPATCH (nready > 0 && running < limit)              /* [SL_CANDISPATCH] (never suspended) */
@@ -453,9 +457,9 @@ inline spawnFailed() {
     atomic { hint = HINTW; inv(); mtx = false };             /* [F_PUBLISH], unlock */
     unparkAll(fsig);                                         /* [F_PERFORM] signals only */
     if
-    :: atomic { timerFails < MAXTIMERFAIL -> timerFails++ }; /* the timer thread could not start (A5) */
-        atomic { !mtx -> mtx = true; retryPending = false; hint = HINTW; inv(); mtx = false }   /* [F_NOTSCHED] [I_RETRYNOTSCHED] */
-    :: atomic { retries++ }                                  /* [F_INSERT] */
+    :: atomic { timerFails < MAXTIMERFAIL -> timerFails++ }; /* the old code: the timer thread could not start */
+        atomic { !mtx -> mtx = true; retryPending = false; hint = HINTW; inv(); mtx = false }   /* the retry dropped */
+    :: atomic { retries++ }                                  /* [F_INSERT], or [F_INPLACE] [S_RETRYINPLACE] (A5) */
     fi
 #endif
 }

@@ -1,4 +1,5 @@
 import CShim
+import Glibc
 
 /// Starting worker threads, and what happens when the process is out of them.
 ///
@@ -13,8 +14,16 @@ import CShim
 /// then, unlocked: sends those signals, schedules a `SpawnRetry` on the process timer after the backoff (1 ms,
 /// doubling with each failure in a row, at most 1 s), and reports `.workerSpawnFailed`. The retry admits the
 /// inbox and decides again, starting threads. So a free slot runs a ready operation even when the other workers
-/// never finish theirs (NSOperationQueue's contract), as soon as a thread can be created. If the timer thread
-/// itself cannot start, the retry is dropped and `retryPending` cleared, so the queue's next event tries again.
+/// never finish theirs (NSOperationQueue's contract), as soon as a thread can be created.
+///
+/// If the timer thread itself cannot start (the process's first timer entry came while it was out of threads),
+/// nobody would run the retry, and with no other event coming (no worker in its loop, the adds done) the work
+/// would wait for ever. So the thread whose start failed runs the retry itself (`retryInPlace`): with
+/// `retryPending` still set, it waits out the backoff, runs the retry's event (`spawnRetried`), then starts the
+/// threads that event reserved, in a loop, until a start succeeds or the timer takes a retry. The caller of the
+/// add (or whichever event started the thread) is held for that time: only while the process can start neither a
+/// worker nor the timer's thread. (Before this, the retry was dropped and the next event was left to try again:
+/// the fault pass stranded a fresh queue's operations that way.)
 extension QueueCore {
     /// A scheduled retry of a failed thread start (an entry of the process timer). Holds the core strongly until
     /// it fires (at most 1 s after a failure); a core shut down meanwhile starts nothing.
@@ -31,12 +40,17 @@ extension QueueCore {
 
     /// Starts the worker for a place reserved by `.spawn(index)`. Caller holds no lock.
     func spawnWorker(_ index: Int) {
+        if let delay = self.startWorker(index) { self.retryInPlace(after: delay) }
+    }
+
+    /// Starts the worker for a reserved place. Returns nil if it started or the failure's retry is on the timer;
+    /// else the backoff after which this thread must run the retry itself (the timer's thread could not start).
+    private func startWorker(_ index: Int) -> UInt64? {
         let thread: SpindleThread
         do {
             thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }
         } catch {
-            self.threadFailedToStart(error)
-            return
+            return self.threadFailedToStart(error)
         }
         var after = AfterUnlock()
         self.lock.lock()
@@ -51,23 +65,47 @@ extension QueueCore {
         if recoveredFrom > 0 {
             SpindleDiagnostics.report(.workerSpawnRecovered(queue: self.name, failures: recoveredFrom))
         }
+        return nil
     }
 
-    /// The failure path (see the type's notes).
-    private func threadFailedToStart(_ error: SpindleError) {
+    /// The failure path (see the type's notes). Returns nil when the timer took the retry, else its backoff: the
+    /// caller runs the retry (`retrySpawn`'s event) itself after it.
+    private func threadFailedToStart(_ error: SpindleError) -> UInt64? {
         let (after, delay) = self.spawnFailed()
         self.perform(after)
-        let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))
-        if timerFailure != 0 {
-            self.lock.withLock {
-                self.idle.retryNotScheduled()
-                self.publishIdleLocked()
-            }
-            SpindleDiagnostics.report(.deadlineTimerFailedToStart(errno: timerFailure))
-        }
         var errno: Int32 = -1
         if case .system(_, let code) = error { errno = code }
         SpindleDiagnostics.report(.workerSpawnFailed(queue: self.name, errno: errno, retryNanoseconds: delay))
+        let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))
+        guard timerFailure != 0 else { return nil }
+        SpindleDiagnostics.report(.deadlineTimerFailedToStart(errno: timerFailure))
+        return delay
+    }
+
+    /// Runs the retry on this thread, the timer's thread having failed to start (see the type's notes): after the
+    /// backoff, the retry's event, then the starts it decided, here (a loop, not a recursion, however long the
+    /// process stays out of threads). Every place the event reserved is started or freed before the next backoff.
+    private func retryInPlace(after firstDelay: UInt64) {
+        var delay = firstDelay
+        while true {
+            QueueCore.pause(nanoseconds: delay)
+            var after = self.spawnRetried()
+            let places = after.wake.takeSpawns()
+            self.perform(&after)  // its signals and releases; the starts are ours
+            var failedAgain: UInt64? = nil
+            for index in places {
+                if let next = self.startWorker(index) { failedAgain = next }
+            }
+            guard let next = failedAgain else { return }
+            delay = next
+        }
+    }
+
+    /// Waits `nanoseconds` on this thread (the in-place retry's backoff), through interruptions.
+    private static func pause(nanoseconds: UInt64) {
+        var pause = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        var remaining = timespec()
+        while nanosleep(&pause, &remaining) != 0 && errno == EINTR { pause = remaining }
     }
 
     /// The timer's retry: admit the inbox and start whatever can start now (on the timer thread).

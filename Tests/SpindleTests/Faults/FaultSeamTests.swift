@@ -11,11 +11,26 @@ import Testing
 /// is serialized because the seam's schedules and the diagnostics handler are process-wide.
 @Suite(.serialized) struct FaultSeamTests {
     /// Collects the diagnostics events of one test (the handler is process-wide: filter by what the test made).
+    /// Events arrive on whichever thread made them (a worker's recovery is reported by the thread that started
+    /// it, possibly after that worker already ran the test's operation), so a test waits for what it expects.
     final class EventLog: @unchecked Sendable {
-        private let lock = SpindleMutex()
-        private var events: [SpindleDiagnosticEvent] = []
-        func append(_ event: SpindleDiagnosticEvent) { self.lock.withLock { self.events.append(event) } }
-        var all: [SpindleDiagnosticEvent] { self.lock.withLock { self.events } }
+        private let condition = SpindleCondition()
+        private var events: [SpindleDiagnosticEvent] = []  // guarded by `condition`'s mutex
+
+        func append(_ event: SpindleDiagnosticEvent) {
+            self.condition.withLock { self.events.append(event) }
+            self.condition.broadcast()
+        }
+
+        var all: [SpindleDiagnosticEvent] { self.condition.withLock { self.events } }
+
+        /// The events once `count` of them pass `filter`, or (after a generous deadline) those that did.
+        func waitFor(_ count: Int, where filter: (SpindleDiagnosticEvent) -> Bool) -> [SpindleDiagnosticEvent] {
+            self.condition.withLock {
+                _ = self.condition.wait(until: .after(.seconds(10))) { self.events.filter(filter).count < count }
+                return self.events.filter(filter)
+            }
+        }
     }
 
     /// Runs `body` with the seam reset before and after, and the diagnostics handler collecting into a log.
@@ -43,7 +58,8 @@ import Testing
             if !ranInTime { queue.addOperation {} }  // another event starts a thread: do not hang the suite
             #expect(SpindleFaults.injected(.threadCreate) == 1)
             try queue.waitUntilAllOperationsAreFinished()
-            let mine = log.all.filter {
+            // The recovery is reported by the timer thread after the worker started, maybe after it ran: wait.
+            let mine = log.waitFor(2) {
                 switch $0 {
                 case .workerSpawnFailed(let q, _, _), .workerSpawnRecovered(let q, _): q == "faults.first"
                 default: false
@@ -53,6 +69,39 @@ import Testing
                 .workerSpawnFailed(queue: "faults.first", errno: EAGAIN, retryNanoseconds: 1_000_000),
                 .workerSpawnRecovered(queue: "faults.first", failures: 1),
             ])
+        }
+    }
+
+    @Test func whenNeitherAWorkerNorTheTimersThreadCanStartTheFailingThreadRetriesItself() async {
+        // A process of its own: the process timer's thread must not have started yet (in this process it has).
+        // The add's worker start fails, then the timer's (its first entry is the retry): nothing else would ever
+        // start a thread for this queue, so the adding thread waits out the backoff and runs the retry itself.
+        await #expect(processExitsWith: .success) {
+            let log = EventLog()
+            SpindleDiagnostics.setHandler { log.append($0) }
+            let queue: SpindleOperationQueue
+            do { queue = try SpindleOperationQueue(name: "faults.notimer", maxConcurrentOperationCount: 2) } catch {
+                exit(2)
+            }
+            let ran = OracleSemaphore()
+            SpindleFaults.inject(.threadCreate, .next(2), onlyOnThisThread: true)
+            queue.addOperation { ran.post() }  // returns once the retry started a worker
+            queue.addOperation { ran.post() }
+            guard ran.wait(), ran.wait() else { exit(3) }  // stranded: no retry ever ran
+            guard SpindleFaults.injected(.threadCreate) == 2 else { exit(4) }
+            let events = log.waitFor(3) {
+                switch $0 {
+                case .workerSpawnFailed, .workerSpawnRecovered, .deadlineTimerFailedToStart: true
+                default: false
+                }
+            }
+            guard events == [
+                .workerSpawnFailed(queue: "faults.notimer", errno: EAGAIN, retryNanoseconds: 1_000_000),
+                .deadlineTimerFailedToStart(errno: EAGAIN),
+                .workerSpawnRecovered(queue: "faults.notimer", failures: 1),
+            ] else { exit(5) }
+            do { try queue.waitUntilAllOperationsAreFinished() } catch { exit(6) }
+            exit(0)
         }
     }
 

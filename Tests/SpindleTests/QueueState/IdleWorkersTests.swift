@@ -55,7 +55,7 @@ import Testing
         #expect(back1)
         idle.parking(w[0])
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .signal(w[0]))
-        idle.retryNotScheduled()  // the timer could not take the retry: events start threads again
+        idle.retryStarted()  // the retry runs: events start threads again
         #expect(idle.hintWord(limit: 4) & IdleHints.canSpawnBit != 0)
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .spawn(1))
         #expect(idle.check())

@@ -109,7 +109,7 @@ import Testing
                 if case .spawn(let index) = action {
                     if index >= threads || rng.below(10) == 0 {
                         _ = model.idle.threadFailedToStart()
-                        if rng.below(2) == 0 { model.idle.retryStarted() } else { model.idle.retryNotScheduled() }
+                        model.idle.retryStarted()
                     } else {
                         _ = model.idle.threadStarted(SpindleThread.current)
                     }

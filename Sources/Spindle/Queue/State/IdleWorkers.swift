@@ -19,7 +19,8 @@
 /// - `spinning`: a worker is polling for work without the lock (at most one);
 /// - `performPending`: a run-loop-served queue has a dispatching perform scheduled on its loop (at most one);
 /// - `spawnFailures`: thread starts failed in a row (0 after one succeeds); `retryPending`: after a failure, a
-///   retry is scheduled on the process timer (`QueueCore.SpawnRetry`), and until it runs no event starts a thread
+///   retry is scheduled on the process timer (`QueueCore.SpawnRetry`; or run by the failing thread itself when
+///   the timer's thread cannot start), and until it runs no event starts a thread
 ///   (so a process out of threads is not hammered with `pthread_create` on every add; the retry's backoff
 ///   doubles from 1 ms to 1 s).
 ///
@@ -34,8 +35,9 @@
 /// shutdown, by any thread) → BUSY (`unparked`, after its `park` returned); PARKED in the stack → BUSY directly
 /// (`unparked`) when it saw work before sleeping or `park` returned spuriously.
 /// A thread is STARTING (`wakeOrSpawn` returned `.spawn`, by any thread) → BUSY (`threadStarted`) → EXITED
-/// (`workerExited`, once the queue is stopping), or gone (`threadFailedToStart`, which sets `retryPending`; `retryStarted` clears it when the retry runs, or
-/// `retryNotScheduled` if the timer could not take it, and then the next event starts a thread).
+/// (`workerExited`, once the queue is stopping), or gone (`threadFailedToStart`, which sets `retryPending`;
+/// `retryStarted` clears it when the retry runs, on the timer or, if the timer's thread could not start, on the
+/// thread whose start failed).
 struct IdleWorkers {
     /// What to do after unlocking so that one more operation runs. `signal` carries the popped worker's parker
     /// (retained: the waker unparks it); `spawn` carries the new thread's index, which names it (`spindle.wN`).
@@ -76,6 +78,12 @@ struct IdleWorkers {
                 self.spawns += 1
             case .performOnRunLoop: self.performOnRunLoop = true
             }
+        }
+
+        /// The places to start, taken out (the caller starts them itself): their indices.
+        mutating func takeSpawns() -> Range<Int> {
+            defer { self.spawns = 0 }
+            return self.firstSpawn..<(self.firstSpawn + self.spawns)
         }
 
         /// Appends another plan's signals (a plan of wakes only: `wakeAll`'s), keeping this one's order.
@@ -182,9 +190,6 @@ struct IdleWorkers {
 
     /// The scheduled retry runs now: events may start threads again.
     mutating func retryStarted() { self.retryPending = false }
-
-    /// The retry could not be scheduled (the timer thread did not start): events start threads again at once.
-    mutating func retryNotScheduled() { self.retryPending = false }
 
     /// The wait before retrying after `failures` failed starts in a row: 1 ms doubled each time, at most 1 s.
     static func retryDelay(afterFailures failures: Int) -> UInt64 {
