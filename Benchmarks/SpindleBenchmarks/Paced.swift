@@ -53,6 +53,13 @@ func registerPacedBenchmarks() {
         }
     }
 
+    // The cost of a timeout: the same operations, each cancelled after 1 s if still unfinished (an entry on the
+    // process timer, removed when it finishes), against the rows above without one. No peer has per-item timeouts.
+    for load in paces.dropFirst() {
+        Benchmark("paced queue add with a 1 s timeout, 1 per \(load.periodLabel) ×\(load.ops): Spindle",
+                  configuration: config) { runPaced($0, load, spindleQueueWithTimeoutTarget) }
+    }
+
     // Run loops, ports and semaphores: one thread on the other side.
     let handOffs: [(String, [(String, (StartStamps) -> PacedTarget)])] = [
         ("paced run-loop perform", [("Spindle", spindlePerformTarget),
@@ -92,6 +99,15 @@ func registerPacedBenchmarks() {
 private func spindleQueueTarget(_ stamps: StartStamps) -> PacedTarget {
     let queue = try! SpindleOperationQueue()
     return PacedTarget(submit: { i in queue.addOperation { stamps.stamp(i) } })
+}
+
+private func spindleQueueWithTimeoutTarget(_ stamps: StartStamps) -> PacedTarget {
+    let queue = try! SpindleOperationQueue()
+    return PacedTarget(submit: { i in
+        let operation = SpindleBlockOperation { stamps.stamp(i) }
+        operation.cancel(after: .seconds(1))
+        try! queue.addOperation(operation)
+    })
 }
 
 private func dispatchGlobalTarget(_ stamps: StartStamps) -> PacedTarget {

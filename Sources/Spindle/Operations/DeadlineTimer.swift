@@ -31,7 +31,8 @@ final class DeadlineEntry: TimerEntry, @unchecked Sendable {
 /// inserted, sleeping on `condition` until the earliest entry of a binary min-heap. Operations without a deadline
 /// never touch it.
 ///
-/// Guards: `heap`, `started` and every entry's `index` are under `condition`'s mutex (`lock`). Lock order: an
+/// Guards: `heap`, `started`, `armedUntil`, `signals` and every entry's `index` are under `condition`'s mutex
+/// (`lock`). Lock order: an
 /// operation's lock → this lock (arming an operation takes both); the timer thread never takes an operation's
 /// lock while holding this one: it pops the due entries, unlocks, then fires them (`deadlineFired` for a
 /// deadline), so an overridden `cancel()` (user code) runs on the timer thread outside every lock of ours.
@@ -39,7 +40,12 @@ final class DeadlineEntry: TimerEntry, @unchecked Sendable {
 /// State machine: not started → started (on the first `insert` whose thread start succeeds; a failed start
 /// leaves it not started, and the next `insert` tries again; forward only once started). The thread: sleeping (no entry:
 /// untimed wait; else a wait until the earliest deadline) → firing (due entries popped, lock released) →
-/// sleeping. An insert that becomes the new earliest entry signals it so it re-arms its wait.
+/// sleeping. `armedUntil` says which: 0 while awake (it reads the heap before it sleeps again), `UInt64.max` in
+/// an untimed wait, else the deadline its wait ends at. An insert (or an advance) signals the thread only when its
+/// deadline is earlier than `armedUntil`: an entry due after the wait ends is found when it ends. So at light load,
+/// where each operation's entry is removed before the next is inserted (one request at a time, each with a
+/// timeout), the thread wakes once per timeout period, not once per operation (it used to be signalled whenever the
+/// new entry became the earliest one: every time, in that pattern).
 final class DeadlineTimer: @unchecked Sendable {
     /// This process's timer (made again in a forked child: see `PerProcess`).
     static var shared: DeadlineTimer { DeadlineTimer.perProcess.current }
@@ -48,6 +54,14 @@ final class DeadlineTimer: @unchecked Sendable {
     let condition = SpindleCondition()
     @exclusivity(unchecked) private var heap: [TimerEntry] = []
     @exclusivity(unchecked) private var started = false
+    @exclusivity(unchecked) private var armedUntil: UInt64 = 0
+    @exclusivity(unchecked) private var signals = 0
+
+    /// Signals sent to make the thread re-arm its wait earlier (for tests).
+    var signalsSent: Int { self.condition.withLock { self.signals } }
+
+    /// Where the thread's wait ends: 0 while it is awake, `UInt64.max` with no entry (for tests).
+    var armedDeadline: UInt64 { self.condition.withLock { self.armedUntil } }
 
     /// Entries waiting in the heap (for tests and diagnostics).
     var count: Int { self.condition.withLock { self.heap.count } }
@@ -70,8 +84,8 @@ final class DeadlineTimer: @unchecked Sendable {
                 self.started = false  // the next insert retries; this entry waits for it
                 if case .system(_, let errno) = error { failure = errno } else { failure = -1 }
             }
-        } else if entry.index == 0 {
-            self.condition.signal()  // a new earliest deadline: re-arm the sleeping thread's wait
+        } else {
+            self.signalIfEarlier(entry.deadline)
         }
         self.condition.unlock()
         return failure
@@ -84,7 +98,7 @@ final class DeadlineTimer: @unchecked Sendable {
         if entry.index >= 0 && deadline < entry.deadline {
             entry.deadline = deadline
             self.siftUp(entry.index)
-            if entry.index == 0 { self.condition.signal() }
+            self.signalIfEarlier(deadline)
         }
         self.condition.unlock()
     }
@@ -99,16 +113,29 @@ final class DeadlineTimer: @unchecked Sendable {
         self.condition.unlock()
     }
 
+    /// Wakes the sleeping thread if `deadline` comes before its wait ends (see the type's notes). Caller holds the
+    /// lock.
+    private func signalIfEarlier(_ deadline: UInt64) {
+        guard deadline < self.armedUntil else { return }
+        self.armedUntil = 0  // awake from here on: later inserts need not signal again
+        self.signals += 1
+        self.condition.signal()
+    }
+
     private func run() {
         self.condition.lock()
         while true {
             guard let first = self.heap.first else {
+                self.armedUntil = .max
                 self.condition.wait()
+                self.armedUntil = 0
                 continue
             }
             let now = SpindleDeadline.now.uptimeNanoseconds
             if first.deadline > now {
+                self.armedUntil = first.deadline
                 _ = self.condition.wait(until: SpindleDeadline(uptimeNanoseconds: first.deadline))
+                self.armedUntil = 0
                 continue
             }
             var due: [TimerEntry] = []
