@@ -50,10 +50,13 @@
  *   A5 Threads and the timer: spawnJoinable fails (MAXFAIL times in all) or starts the worker process at
  *      once. Thread names and indices, joins, diagnostics reports, spawnFailures and the retry's backoff are
  *      left out: the timer fires each scheduled retry at any time after it was inserted (no clock).
- *      When DeadlineTimer.insert fails (its thread cannot start), the thread whose start failed runs the retry
- *      itself after the backoff (QueueCore.retryInPlace: the retry's event, then the starts it decided, in a
- *      loop): the same steps as the timer's fire, on another thread, at a later time; the model's timer process
- *      stands for whichever thread runs them ([F_INPLACE]), so a failed insert is not a separate case here.
+ *      DeadlineTimer.insert never fails, except with -DTIMER_CAN_FAIL (once). Then (IdleWorkers.timerRefusedRetry)
+ *      with no worker started ([I_INPLACEQ]: threads == 0, A3: workers never exit) the thread whose start failed
+ *      runs the retry itself after the backoff (QueueCore.retryInPlace: the retry's event, then the starts it
+ *      decided, in a loop): the same steps as the timer's fire, on another thread, later; the model's timer
+ *      process stands for whichever thread runs them ([F_INPLACE]). With a worker started, nobody runs it
+ *      ([I_DROP]: retryPending cleared, the next event starts a thread). The in-place loop's 1 s cap (after it,
+ *      nobody runs the retry either) is left out: the model has no clock.
  *   A6 A worker's own state: `finished`/`dropped` and `drops` are booleans (whether the unlocked gaps
  *      [W_RELEASEQ] and [W_DROPSQ] come before the next park; dropBatch, 256, is never reached).
  *   A7 Ghost state: each operation's place (new, inbox, ready, taken) and counters for the properties. The
@@ -78,6 +81,11 @@
  *   Progress (LTL; run with pan -a, no fairness needed: every run is finite, so the formula is checked on each
  *   run's final state, stutter-extended):
  *     ltl all_run: <> [] (ntaken == NOPS || stuck == limit)   (P1 as a formula).
+ *   With -DTIMER_CAN_FAIL, P1 and all_run are weakened by the documented exception: when the timer cannot take a
+ *   retry and a worker is in its loop, that worker is left to come back for the work (it must not sleep holding
+ *   an operation it has taken), so the work may wait if every started worker is busy for ever
+ *   (timerFails > 0 && stuck == threads && threads > 0). Nothing else may be left: in particular a queue with no
+ *   worker is never stranded (BROKEN_TIMER_FAILURE_STRANDS, the old drop, is caught).
  *
  * FOUND BY THIS MODEL, AND FIXED: retrySpawn drained the inbox before it published the cleared retryPending,
  *   the wrong order for the Dekker pairing of IdleHints: an add between the two read the old word ("no thread
@@ -89,6 +97,8 @@
  *   -DRAISE_WIDTH, its old order is BROKEN_WIDTH_DRAIN_BEFORE_PUBLISH.
  *
  * OPTIONS
+ *   -DTIMER_CAN_FAIL            one DeadlineTimer.insert may fail (its thread cannot start): [F_INPLACE] or
+ *                               [I_DROP], with P1 weakened as said above.
  *   -DRAISE_WIDTH               a widener process raises the width from 1 to LIMIT once
  *                               (setMaxConcurrentOperationCount: [WD_ADMIT] [WD_SET] [WD_PUBLISH] [WD_DRAIN]).
  *   -DNO_FOREVER                every operation finishes (then the broken variants NO_RECHECK and
@@ -102,9 +112,10 @@
  *   -DBROKEN_SPAWN_FAILURE_STRANDS  the failure path before the fix: it frees the place and nothing else (no
  *                                   retryPending, no drain, no wake, no retry): the work the start was for is
  *                                   stranded.
- *   -DBROKEN_TIMER_FAILURE_STRANDS  the code before the in-place retry: one DeadlineTimer.insert fails and the
- *                                   retry is dropped (retryPending cleared and published, the next event left to
- *                                   start a thread): with no next event, the work is stranded.
+ *   -DBROKEN_TIMER_FAILURE_STRANDS  (with -DTIMER_CAN_FAIL) the code before the in-place retry: when the
+ *                                   DeadlineTimer.insert fails the retry is always dropped (retryPending cleared
+ *                                   and published, the next event left to start a thread): with no worker and
+ *                                   no next event, the work is stranded.
  *   -DBROKEN_NO_WAKE_AFTER_PUSH     the adder ignores the word's parked bit ([H_TEST] without parkedBit): with
  *                                   every thread started and one parked, its operation is stranded.
  *   -DBROKEN_WAKE_ONLY_SLEEPERS     the unpark is a bare futex_wake that reaches only a worker already asleep (no
@@ -162,60 +173,65 @@
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:30 "let room = self.slots.room(ready: self.ready.count)" */
 /* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:32 "let action = self.wakeOrSpawnLocked()" */
 /* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "if action == .none { break }" */
-/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:108 "parker.unpark()" */
+/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:109 "parker.unpark()" */
 /* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:99 "plan.unparkAll()" */
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:182 "let link = self.ready.popHighest()!" */
 /* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "self.stats.noteRunning(self.slots.take())" */
-/* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:38 "override func fire() { self.core.retrySpawn() }" */
-/* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:51 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
-/* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:53 "return self.threadFailedToStart(error)" */
-/* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "self.lock.lock()" */
-/* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:57 "let recoveredFrom = self.idle.threadStarted(thread)" */
-/* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:58 "self.publishIdleLocked()" */
+/* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "override func fire() { self.core.retrySpawn() }" */
+/* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
+/* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:58 "return self.threadFailedToStart(error)" */
+/* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:61 "self.lock.lock()" */
+/* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:62 "let recoveredFrom = self.idle.threadStarted(thread)" */
+/* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:63 "self.publishIdleLocked()" */
 /* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:212 "self.lock.lock()" */
 /* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:213 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
 /* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:214 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
 /* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:215 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
 /* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:216 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
-/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:75 "self.perform(after)" */
-/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:79 "let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))" */
-/* [F_INPLACE]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "if let delay = self.startWorker(index) { self.retryInPlace(after: delay) }" */
-/* [S_RETRYINPLACE]  PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:92 "var after = self.spawnRetried()" */
+/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:80 "self.perform(after)" */
+/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:85 "let timerFailure = DeadlineTimer.shared.insert(retry)" */
+/* [F_REMOVE]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:87 "DeadlineTimer.shared.remove(retry)  // else it waits in the heap and fires whenever the timer starts" */
+/* [F_REFUSEDLOCK]   PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:88 "let inPlace = self.lock.withLock {" */
+/* [F_REFUSEDPUBLISH] PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:90 "self.publishIdleLocked()  // not in place: threads may start again" */
+/* [F_INPLACE]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:48 "if let delay = self.startWorker(index) { self.retryInPlace(after: delay) }" */
+/* [S_RETRYINPLACE]  PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:104 "var after = self.spawnRetried()" */
 /* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:225 "self.lock.lock()" */
 /* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:226 "self.idle.retryStarted()  // 1. threads may start again" */
 /* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:227 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
 /* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:228 "self.drainInboxLocked()  // 3. admit the inbox" */
 /* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:229 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
 /* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "self.publishIdleLocked()  // 5. the places just reserved" */
-/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:113 "self.perform(self.spawnRetried())" */
-/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:140 "guard canDispatch, !shuttingDown else { return .none }" */
-/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:146 "if self.spinning { return .none }" */
-/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:147 "if let first = self.popIdle() {" */
-/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:148 "self.wakeupsInFlight += 1" */
-/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:152 "if count < limit && count < wanted && !self.retryPending {" */
-/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:153 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
-/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:163 "self.starting -= 1" */
-/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:165 "self.threads.append(thread)" */
-/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:176 "self.starting -= 1" */
-/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:178 "self.retryPending = true" */
-/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:192 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:203 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:210 "self.spinning = false" */
-/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:216 "self.parked += 1" */
-/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:228 "self.parked -= 1" */
-/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:234 "self.wakeupsInFlight -= 1" */
-/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:229 "if parker.inIdleLine {" */
-/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:230 "self.removeFromIdle(parker)" */
-/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:217 "parker.inIdleLine = true" */
-/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:250 "self.removeFromIdle(first)" */
-/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:276 "if self.spinning { word |= IdleHints.spinningBit }" */
-/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:277 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:278 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:284 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:285 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:286 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
+/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:125 "self.perform(self.spawnRetried())" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:141 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:147 "if self.spinning { return .none }" */
+/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:148 "if let first = self.popIdle() {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:149 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:153 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:154 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:164 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:166 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:177 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:179 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:193 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:200 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
+/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:201 "self.retryPending = false" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:217 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:224 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:230 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:242 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:248 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:243 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:244 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:231 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:264 "self.removeFromIdle(first)" */
+/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:290 "if self.spinning { word |= IdleHints.spinningBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:291 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:292 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:298 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:299 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:300 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
 /* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
 /* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
 /* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
@@ -274,8 +290,8 @@
 #ifndef MAXSPUR
 #define MAXSPUR 2                           /* spurious returns from a park, in all */
 #endif
-#ifdef BROKEN_TIMER_FAILURE_STRANDS
-#define MAXTIMERFAIL 1                      /* DeadlineTimer.insert failures (the broken variant only) */
+#ifdef TIMER_CAN_FAIL
+#define MAXTIMERFAIL 1                      /* DeadlineTimer.insert failures (A5) */
 #else
 #define MAXTIMERFAIL 0
 #endif
@@ -331,7 +347,7 @@ byte ntaken = 0;                            /* operations taken by a worker */
 byte stuck = 0;                             /* operations taken that never finish (their worker stays busy) */
 byte fails = 0;                             /* thread starts failed */
 byte spur = 0;                              /* spurious returns from a park happened */
-byte timerFails = 0;                        /* timer inserts failed (BROKEN_TIMER_FAILURE_STRANDS only) */
+byte timerFails = 0;                        /* timer inserts failed (-DTIMER_CAN_FAIL only) */
 
 #define THREADCOUNT (threads + starting)
 #define CANDISPATCH (nready > 0 && running < limit)              /* [SL_CANDISPATCH] (never suspended) */
@@ -346,7 +362,11 @@ byte timerFails = 0;                        /* timer inserts failed (BROKEN_TIME
 #define NEEDS_WAKE ((hint & SPINNING_BIT) == 0 && (hint & (PARKED_BIT | CANSPAWN_BIT)) != 0)   /* [H_TEST] */
 #endif
 /* Progress: every operation added has been taken, unless every slot is held by one that never finishes. */
+#ifdef TIMER_CAN_FAIL
+#define ALL_RAN (ntaken == NOPS || stuck == limit || (timerFails > 0 && threads > 0 && stuck == threads))
+#else
 #define ALL_RAN (ntaken == NOPS || stuck == limit)
+#endif
 
 /* S1: IdleWorkers.check() ([I_CHECK1] [I_CHECKLINE] [I_CHECK2]) and the slot and counter bounds, after every
  * locked step.
@@ -457,9 +477,20 @@ inline spawnFailed() {
     atomic { hint = HINTW; inv(); mtx = false };             /* [F_PUBLISH], unlock */
     unparkAll(fsig);                                         /* [F_PERFORM] signals only */
     if
-    :: atomic { timerFails < MAXTIMERFAIL -> timerFails++ }; /* the old code: the timer thread could not start */
-        atomic { !mtx -> mtx = true; retryPending = false; hint = HINTW; inv(); mtx = false }   /* the retry dropped */
-    :: atomic { retries++ }                                  /* [F_INSERT], or [F_INPLACE] [S_RETRYINPLACE] (A5) */
+    :: atomic { timerFails < MAXTIMERFAIL -> timerFails++ }; /* the timer's thread could not start: [F_REMOVE] */
+        atomic {
+            !mtx -> mtx = true;                              /* [F_REFUSEDLOCK] */
+#ifndef BROKEN_TIMER_FAILURE_STRANDS
+            if
+            :: threads == 0 -> retries++                     /* [I_INPLACEQ] [F_INPLACE] [S_RETRYINPLACE] (A5) */
+            :: else -> retryPending = false                  /* [I_DROP] the next event starts a thread */
+            fi;
+#else
+            retryPending = false;                            /* the old code: always dropped */
+#endif
+            hint = HINTW; inv(); mtx = false                 /* [F_REFUSEDPUBLISH], unlock */
+        }
+    :: atomic { retries++ }                                  /* [F_INSERT] */
     fi
 #endif
 }

@@ -6,8 +6,9 @@ import Synchronization
 public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible {
     /// A queue could not start a worker thread (`pthread_create` failed with `errno`). Its ready operations
     /// were handed to an idle worker if there was one; otherwise the queue tries again after `retryNanoseconds`,
-    /// on the deadline timer's thread (or, if that thread cannot start either, on the thread whose start failed,
-    /// which waits that long). The wait doubles on each failure in a row, from 1 ms up to 1 s.
+    /// on the deadline timer's thread (if that thread cannot start either: on the thread whose start failed, which
+    /// waits that long, when the queue has no worker; else at its next event). The wait doubles on each failure in
+    /// a row, from 1 ms up to 1 s.
     case workerSpawnFailed(queue: String, errno: Int32, retryNanoseconds: UInt64)
     /// A queue started a worker thread again after `failures` failed attempts in a row.
     case workerSpawnRecovered(queue: String, failures: Int)
@@ -17,7 +18,8 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
     /// A joinable `SpindleThread` was released without `join()`; Spindle detached it so its resources are freed.
     case threadReleasedWithoutJoin(name: String)
     /// The process-wide deadline timer thread could not start (`errno`): armed deadlines wait until the next one
-    /// is armed, which tries again; a queue's spawn retry is run by the thread whose start failed instead.
+    /// is armed, which tries again; a queue's spawn retry is run by the thread whose start failed instead, or at
+    /// the queue's next event (see `workerSpawnFailed`).
     case deadlineTimerFailedToStart(errno: Int32)
     /// `pthread_atfork` failed (`errno`, ENOMEM): Spindle cannot tell a forked child from its parent, so a queue
     /// made before a fork is not refused in the child (see `SpindleError.forkedChild`).

@@ -95,7 +95,10 @@ final class DeadlineTimer: @unchecked Sendable {
     /// entry's operation's lock.
     func advance(_ entry: TimerEntry, to deadline: UInt64) {
         self.condition.lock()
-        if entry.index >= 0 && deadline < entry.deadline {
+        // As in `remove`: the entry may have been armed in a parent process's timer (see `PerProcess`).
+        if entry.index >= 0 && entry.index < self.heap.count && self.heap[entry.index] === entry
+            && deadline < entry.deadline
+        {
             entry.deadline = deadline
             self.siftUp(entry.index)
             self.signalIfEarlier(deadline)

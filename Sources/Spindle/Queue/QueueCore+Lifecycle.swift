@@ -80,7 +80,8 @@ extension QueueCore {
     /// to see the termination joins the threads (after unlocking). Caller holds no lock.
     ///
     /// A wait begins with a wake decision: a shut-down queue gets no more adds, so if its last thread start failed
-    /// and the retry could not be scheduled, this is the event that starts a thread for what it still holds.
+    /// and nobody runs the retry (`IdleWorkers.timerRefusedRetry`), this is the event that starts a thread for what
+    /// it still holds.
     func waitForTermination(until deadline: SpindleDeadline) -> Bool {
         self.perform(self.terminationWaitBegins())
         self.lock.lock()

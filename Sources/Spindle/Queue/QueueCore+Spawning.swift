@@ -17,13 +17,18 @@ import Glibc
 /// never finish theirs (NSOperationQueue's contract), as soon as a thread can be created.
 ///
 /// If the timer thread itself cannot start (the process's first timer entry came while it was out of threads),
-/// nobody would run the retry, and with no other event coming (no worker in its loop, the adds done) the work
-/// would wait for ever. So the thread whose start failed runs the retry itself (`retryInPlace`): with
-/// `retryPending` still set, it waits out the backoff, runs the retry's event (`spawnRetried`), then starts the
-/// threads that event reserved, in a loop, until a start succeeds or the timer takes a retry. The caller of the
-/// add (or whichever event started the thread) is held for that time: only while the process can start neither a
-/// worker nor the timer's thread. (Before this, the retry was dropped and the next event was left to try again:
-/// the fault pass stranded a fresh queue's operations that way.)
+/// the retry is taken back out of the timer (it would fire late, on top of whoever runs it) and
+/// `IdleWorkers.timerRefusedRetry` decides who runs it:
+/// - no worker of this queue is in its loop (nothing else would come for the work: a fresh queue whose adds are
+///   done would wait for ever) and the backoff is below its 1 s cap: the thread whose start failed runs it
+///   (`retryInPlace`): with `retryPending` still set, it waits out the backoff, runs the retry's event
+///   (`spawnRetried`), then starts the threads that event reserved, in a loop, until a start succeeds, the timer
+///   takes a retry, or the cap is reached. The caller of the add (or the termination wait) is held for that time,
+///   about 1 s at most (1 + 2 + … + 512 ms);
+/// - otherwise nobody: `retryPending` is cleared and the queue's next event starts a thread. A live worker comes
+///   back for the work by itself (it must not sleep here: it may hold an operation it has taken and not yet run);
+///   past the cap the process is taken to be out of threads for good, and no caller is held longer.
+/// (Before, the retry was always dropped: the fault pass stranded a fresh queue's operations that way.)
 extension QueueCore {
     /// A scheduled retry of a failed thread start (an entry of the process timer). Holds the core strongly until
     /// it fires (at most 1 s after a failure); a core shut down meanwhile starts nothing.
@@ -76,15 +81,22 @@ extension QueueCore {
         var errno: Int32 = -1
         if case .system(_, let code) = error { errno = code }
         SpindleDiagnostics.report(.workerSpawnFailed(queue: self.name, errno: errno, retryNanoseconds: delay))
-        let timerFailure = DeadlineTimer.shared.insert(SpawnRetry(core: self, after: delay))
+        let retry = SpawnRetry(core: self, after: delay)
+        let timerFailure = DeadlineTimer.shared.insert(retry)
         guard timerFailure != 0 else { return nil }
+        DeadlineTimer.shared.remove(retry)  // else it waits in the heap and fires whenever the timer starts
+        let inPlace = self.lock.withLock {
+            let inPlace = self.idle.timerRefusedRetry(delay: delay, shuttingDown: self.shuttingDown)
+            self.publishIdleLocked()  // not in place: threads may start again
+            return inPlace
+        }
         SpindleDiagnostics.report(.deadlineTimerFailedToStart(errno: timerFailure))
-        return delay
+        return inPlace ? delay : nil
     }
 
     /// Runs the retry on this thread, the timer's thread having failed to start (see the type's notes): after the
-    /// backoff, the retry's event, then the starts it decided, here (a loop, not a recursion, however long the
-    /// process stays out of threads). Every place the event reserved is started or freed before the next backoff.
+    /// backoff, the retry's event, then the starts it decided, here (a loop, not a recursion). Every place the
+    /// event reserved is started or freed before the next backoff.
     private func retryInPlace(after firstDelay: UInt64) {
         var delay = firstDelay
         while true {

@@ -86,8 +86,9 @@ import Testing
             let ran = OracleSemaphore()
             SpindleFaults.inject(.threadCreate, .next(2), onlyOnThisThread: true)
             queue.addOperation { ran.post() }  // returns once the retry started a worker
+            guard ran.wait() else { exit(3) }  // stranded: nobody ran the retry (no later add may rescue it)
             queue.addOperation { ran.post() }
-            guard ran.wait(), ran.wait() else { exit(3) }  // stranded: no retry ever ran
+            guard ran.wait() else { exit(7) }
             guard SpindleFaults.injected(.threadCreate) == 2 else { exit(4) }
             let events = log.waitFor(3) {
                 switch $0 {

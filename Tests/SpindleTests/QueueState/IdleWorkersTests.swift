@@ -61,6 +61,47 @@ import Testing
         #expect(idle.check())
     }
 
+    @Test func whenTheTimerRefusesTheRetryTheFailingThreadRunsItOnlyWithNoWorkerAndBelowTheCap() {
+        // No worker in its loop, backoffs 1 ms … 512 ms: the failing thread runs the retry; retryPending stays set.
+        var fresh = IdleWorkers(servedByRunLoop: false)
+        for failures in 1...10 {
+            #expect(fresh.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 1, limit: 2) == .spawn(0))
+            let delay = fresh.threadFailedToStart()
+            #expect(delay == IdleWorkers.retryDelay(afterFailures: failures))
+            let inPlace = fresh.timerRefusedRetry(delay: delay, shuttingDown: false)
+            #expect(inPlace)
+            let word = fresh.hintWord(limit: 2)
+            #expect(fresh.retryPending && word & IdleHints.canSpawnBit == 0)
+            fresh.retryStarted()  // the in-place retry runs its event
+        }
+        // The eleventh failure in a row reaches the 1 s cap: nobody runs it, the next event starts a thread.
+        #expect(fresh.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 1, limit: 2) == .spawn(0))
+        let capped = fresh.threadFailedToStart()
+        #expect(capped == IdleWorkers.maximumRetryDelay)
+        let cappedInPlace = fresh.timerRefusedRetry(delay: capped, shuttingDown: false)
+        #expect(!cappedInPlace)
+        let cappedWord = fresh.hintWord(limit: 2)
+        #expect(!fresh.retryPending && cappedWord & IdleHints.canSpawnBit != 0)
+
+        // A worker in its loop (maybe the caller, holding an operation it has not run yet): never in place.
+        var (busy, _) = self.pool(started: 1)
+        #expect(busy.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 2, limit: 2) == .spawn(1))
+        let delay = busy.threadFailedToStart()
+        let busyInPlace = busy.timerRefusedRetry(delay: delay, shuttingDown: false)
+        #expect(!busyInPlace)
+        #expect(!busy.retryPending)
+        #expect(busy.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 2, limit: 2) == .spawn(1))
+
+        // A stopping queue: never in place.
+        var stopping = IdleWorkers(servedByRunLoop: false)
+        #expect(stopping.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 1, limit: 1) == .spawn(0))
+        let stoppingDelay = stopping.threadFailedToStart()
+        let stoppingInPlace = stopping.timerRefusedRetry(delay: stoppingDelay, shuttingDown: true)
+        #expect(!stoppingInPlace)
+        let checks = (fresh.check(), busy.check(), stopping.check())
+        #expect(checks == (true, true, true))
+    }
+
     @Test func theRetryBackoffDoublesFromOneMillisecondToOneSecondAndResetsOnSuccess() {
         #expect((1...12).map { IdleWorkers.retryDelay(afterFailures: $0) / 1_000_000 }
             == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 1000])

@@ -37,7 +37,8 @@
 /// A thread is STARTING (`wakeOrSpawn` returned `.spawn`, by any thread) → BUSY (`threadStarted`) → EXITED
 /// (`workerExited`, once the queue is stopping), or gone (`threadFailedToStart`, which sets `retryPending`;
 /// `retryStarted` clears it when the retry runs, on the timer or, if the timer's thread could not start, on the
-/// thread whose start failed).
+/// thread whose start failed; or `timerRefusedRetry` clears it when nobody runs it, and the next event starts a
+/// thread).
 struct IdleWorkers {
     /// What to do after unlocking so that one more operation runs. `signal` carries the popped worker's parker
     /// (retained: the waker unparks it); `spawn` carries the new thread's index, which names it (`spindle.wN`).
@@ -170,7 +171,7 @@ struct IdleWorkers {
 
     /// A thread from `.spawn` could not be created: its place is free again, and no event starts a thread until
     /// the retry runs. Returns how long the caller should wait before retrying (1 ms, doubling with each failure
-    /// in a row, at most 1 s); the caller schedules it, or calls `retryNotScheduled`.
+    /// in a row, at most 1 s); the caller schedules it on the timer, or calls `timerRefusedRetry`.
     mutating func threadFailedToStart() -> UInt64 {
         precondition(self.starting > 0, "IdleWorkers: a thread failed that nobody reserved")
         self.starting -= 1
@@ -191,10 +192,23 @@ struct IdleWorkers {
     /// The scheduled retry runs now: events may start threads again.
     mutating func retryStarted() { self.retryPending = false }
 
+    /// The timer could not take the retry after a failed start with backoff `delay` (its thread did not start).
+    /// Returns true if the thread whose start failed must run it itself: no worker is in its loop (none would come
+    /// back for the work), the queue is not stopping, and the backoff is below its cap (so a caller is held about
+    /// 1 s at most in all). Otherwise clears `retryPending`: the next event starts a thread (see `QueueCore+Spawning`).
+    mutating func timerRefusedRetry(delay: UInt64, shuttingDown: Bool) -> Bool {
+        if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }
+        self.retryPending = false
+        return false
+    }
+
+    /// The backoff's cap: 1 s.
+    static let maximumRetryDelay: UInt64 = 1_000_000_000
+
     /// The wait before retrying after `failures` failed starts in a row: 1 ms doubled each time, at most 1 s.
     static func retryDelay(afterFailures failures: Int) -> UInt64 {
         let shift = UInt64(min(max(failures - 1, 0), 10))
-        return min(1_000_000 << shift, 1_000_000_000)
+        return min(1_000_000 << shift, IdleWorkers.maximumRetryDelay)
     }
 
     /// A worker wants to spin; returns false if another one already does (then it parks instead).
