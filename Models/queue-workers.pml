@@ -248,7 +248,7 @@
 /* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:158 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
 /* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:159 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
 /* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:160 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
-/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:242 "self.core.perform(self.core.widthChanged(requested: value))" */
+/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:244 "self.core.perform(self.core.widthChanged(requested: value))" */
 
 
 #ifndef LIMIT

@@ -13,7 +13,7 @@ public enum SpindleShutdownMode: Sendable, Hashable {
 ///
 /// - `shutdown(.drain)` or `shutdown(.cancel)` returns at once. From then on every add is refused: the throwing adds
 ///   throw `SpindleError.queueShutDown` and leave the operation untouched (it can be run elsewhere);
-///   `addOperation { }` and `addBarrierBlock` hand back or drop their new operation finished as cancelled; blocked
+///   `addOperation { }` and `addBarrierBlock` hand back their new operation finished as cancelled; blocked
 ///   producers (`fullQueuePolicy` `.block`, timed and async adds) are refused with `queueShutDown`, their operations
 ///   untouched. An add racing the call is either accepted (and treated as below) or refused: never lost.
 /// - Nothing accepted is lost: with `.drain` it runs; with `.cancel` it finishes cancelled, completion block run.

@@ -206,17 +206,19 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     }
 
     /// Adds a barrier: `block` runs after every operation added before it has finished, alone, and operations
-    /// added after it start only once it has returned. Barriers are not listed in `operations`. A shut-down queue
-    /// drops it finished as cancelled (`block` never runs).
-    public func addBarrierBlock(_ block: @escaping @Sendable () -> Void) {
+    /// added after it start only once it has returned. Returns the barrier's operation (a `SpindleBlockOperation`
+    /// named "barrier"), to wait on (`waitUntilFinished`, which returns once `block` and the operation's completion
+    /// block have), observe, or make other operations depend on; it is not listed in `operations` nor counted in
+    /// `operationCount`. A queue that cannot take it (shut down, or a queue of a parent process after `fork()`)
+    /// returns it finished as cancelled: `block` never runs. A bounded queue never holds it back.
+    @discardableResult
+    public func addBarrierBlock(_ block: @escaping @Sendable () -> Void) -> SpindleBlockOperation {
         let op = SpindleBlockOperation(block)
         op.isBarrier = true
         op.name = "barrier"
-        if self.isInheritedAcrossFork {
-            _ = self.finishRefused(op)
-            return
-        }
-        do { try self.addOperation(op) } catch { _ = self.finishRefused(op) }  // only a shut-down queue refuses
+        if self.isInheritedAcrossFork { return self.finishRefused(op) }
+        do { try self.addOperation(op) } catch { return self.finishRefused(op) }  // only a shut-down queue refuses
+        return op
     }
 
     // MARK: - Settings
