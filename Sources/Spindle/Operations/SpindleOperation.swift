@@ -109,12 +109,14 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         set { self.withLocked { $0.name = newValue } }
     }
 
-    /// The name, or a stable default built from the object's address.
+    /// The name, or else "Type@0x…" with the object's address in hexadecimal (as Foundation's descriptions show
+    /// it): the same for the operation's whole life, but an address a later object may reuse once it is freed.
     public final var displayName: String { self.name ?? self.defaultName }
 
-    /// "Type@0xADDRESS": needs no lock, so it can be used while the operation's lock is held.
+    /// "Type@0xADDRESS", the object's real address (`ObjectIdentifier`'s bit pattern, not its hash, which is
+    /// seeded per process): needs no lock, so it can be used while the operation's lock is held.
     final var defaultName: String {
-        "\(type(of: self))@0x\(String(UInt(bitPattern: ObjectIdentifier(self).hashValue), radix: 16))"
+        "\(type(of: self))@0x\(String(UInt(bitPattern: ObjectIdentifier(self)), radix: 16))"
     }
 
     /// The error `main` threw, if any (also set by `finish(throwing:)`).
