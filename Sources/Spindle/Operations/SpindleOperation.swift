@@ -385,7 +385,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
 
     /// Runs an operation by hand the way the seeds' `performOperation:` does: a ready, uncancelled operation is
     /// started on this thread if synchronous, or on a new detached thread if asynchronous; a cancelled one is
-    /// finished unrun. Returns whether it was run (or finished) — false when it is not ready or already running.
+    /// finished unrun. Returns whether it was run (or finished); false, doing nothing, unless it was idle and ready
+    /// (waiting for a dependency, in a queue, running or finished), or if it could not be started.
     @discardableResult
     public static func perform(_ operation: SpindleOperation) -> Bool {
         let s = operation.currentState
