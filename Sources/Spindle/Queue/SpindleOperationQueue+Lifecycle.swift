@@ -61,8 +61,9 @@ extension SpindleOperationQueue {
         _ = try self.awaitTermination(until: .distantFuture)
     }
 
-    /// As `awaitTermination()`, giving up after `timeout`; returns whether the queue terminated.
-    /// - Throws: as `awaitTermination()`; `invalidTimeout` for a NaN timeout.
+    /// As `awaitTermination()`, giving up after `timeout` (zero or negative: a look); returns whether the queue
+    /// terminated.
+    /// - Throws: as `awaitTermination()`.
     public func awaitTermination(timeout: Duration) throws(SpindleError) -> Bool {
         try self.awaitTermination(until: .after(timeout))
     }
