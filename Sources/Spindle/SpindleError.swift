@@ -10,15 +10,15 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case invalidTimeout
     /// `join()` on a thread that was already joined.
     case threadAlreadyJoined(name: String)
-    /// `join()` on a detached thread.
+    /// `join()` on a thread that is not joinable: detached, the main thread, or one Spindle did not spawn.
     case threadNotJoinable(name: String)
-    /// `join()` called by the thread on itself.
+    /// `join()` called by the thread on itself (also `SpindleRunLoopThread.shutdown` on the loop's own thread).
     case joinSelf(name: String)
     /// A libc or pthread call failed with this error number.
     case system(function: String, errno: Int32)
 
     // MARK: Operations
-    /// `start()` on an operation that is executing (or being started by someone else).
+    /// `start()` on an operation that is executing (or being started by someone else), or adding one to a queue.
     case operationExecuting(name: String)
     /// `start()` on an operation whose dependencies have not all finished.
     case operationNotReady(name: String)
@@ -26,7 +26,8 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case operationEnqueued(name: String)
     /// Reporting the end of an operation that already finished.
     case operationAlreadyFinished(name: String)
-    /// Reporting the end of an operation that never started executing and was not cancelled.
+    /// Reporting the end of an operation that is not executing: it never started and was not cancelled, or it
+    /// was cancelled while waiting in a queue (the queue finishes it).
     case operationNotExecuting(name: String)
     /// `addExecutionBlock` on a block operation that has started.
     case blockOperationStarted(name: String)
@@ -34,7 +35,8 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case selfDependency(name: String)
     /// A dependency that would close a cycle; `cycle` lists the operations' names along it.
     case dependencyCycle(cycle: [String])
-    /// `waitUntilFinished` called from the operation's own `main`.
+    /// `waitUntilFinished` called from the operation's own `main` or completion block (the async wait: from its
+    /// own async body).
     case waitOnSelf(name: String)
     /// Reading the result of an operation that was cancelled.
     case resultOfCancelledOperation(name: String)
@@ -52,12 +54,14 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case operationFinished(name: String)
     /// `maxConcurrentOperationCount` set to a negative value other than the default sentinel.
     case invalidConcurrencyLimit(Int)
-    /// Waiting for a queue from one of that queue's own operations.
+    /// Waiting for a queue from one of that queue's own operations: for it to drain or terminate, for a batch
+    /// added with `waitUntilFinished` when no slot could be left to run it, or for room in it (policy `.block`).
     case waitOnOwnQueue(name: String)
     /// A batch add with the same operation twice.
     case duplicateInBatch(name: String)
-    /// A bounded queue had no room: its policy is to refuse (`SpindleFullQueuePolicy.reject`), or a timed add's
-    /// deadline passed before room appeared. Nothing was added.
+    /// A bounded queue had no room: its policy is to refuse (`SpindleFullQueuePolicy.reject`), its policy is
+    /// `.callerRuns` but the batch cannot run on the calling thread, or a timed add's deadline passed before room
+    /// appeared. Nothing was added.
     case queueFull(name: String, capacity: Int)
     /// A batch with more operations than the queue's capacity: it could never fit. Nothing was added.
     case batchExceedsCapacity(name: String, count: Int, capacity: Int)

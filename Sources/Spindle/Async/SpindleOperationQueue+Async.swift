@@ -11,7 +11,8 @@ extension SpindleOperationQueue {
     /// the queue. Callable from any task.
     ///
     /// - Throws: `CancellationError` if the task is cancelled before the queue drained (at once if it was already
-    ///   cancelled); `SpindleError.waitOnOwnQueue` from the async body of one of this queue's operations.
+    ///   cancelled); `SpindleError.waitOnOwnQueue` from the async body of one of this queue's operations;
+    ///   `SpindleError.forkedChild` for a queue of a parent process.
     public func waitUntilAllOperationsAreFinished() async throws {
         try Task.checkCancellation()
         if let op = SpindleAsyncOperation.running, op.owningQueue === self {
@@ -40,9 +41,13 @@ extension SpindleOperationQueue {
     /// runs after it has thrown. The same holds when the operation is cancelled by other means
     /// (`cancelAllOperations()`).
     ///
-    /// - Throws: `SpindleError.queueFull` from a full queue whose policy refuses, `SpindleError.forkedChild` from a
-    ///   queue of a parent process (`body` never runs then); the error `body` threw; `CancellationError` as
-    ///   described above (it takes precedence over the body's value or error once the operation was cancelled).
+    /// A bounded queue that is full follows its policy, as `addOperation` does: `.block` blocks the awaiting
+    /// task's thread until there is room, and `.callerRuns` runs `body` on that thread, not on the queue's.
+    ///
+    /// - Throws: `SpindleError.queueShutDown` from a shut-down queue, `SpindleError.queueFull` from a full queue
+    ///   whose policy refuses, `SpindleError.forkedChild` from a queue of a parent process (`body` never runs
+    ///   then); the error `body` threw; `CancellationError` as described above (it takes precedence over the
+    ///   body's value or error once the operation was cancelled).
     public func run<Result: Sendable>(priority: SpindleOperation.QueuePriority = .normal,
                                       _ body: @escaping @Sendable () throws -> Result) async throws -> Result {
         let op = AsyncRunOperation<Result>(body)

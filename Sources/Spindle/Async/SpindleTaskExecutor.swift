@@ -1,5 +1,6 @@
 /// A `TaskExecutor` (SE-0417) backed by a `SpindleOperationQueue`: every job a task hands it runs as one
-/// operation of that queue, on one of the queue's threads, within its width and suspension. Use it with
+/// operation of that queue, on one of the queue's threads, within its width and suspension (unless the queue
+/// refuses or cannot take it: see `enqueue`). Use it with
 /// `withTaskExecutorPreference(queue.taskExecutor) { … }` or `Task(executorPreference:)`: nonisolated async code
 /// and child tasks then run on Spindle's threads (`SpindleOperationQueue.current` is the queue there).
 ///
@@ -16,7 +17,10 @@ public final class SpindleTaskExecutor: TaskExecutor, @unchecked Sendable {
     /// An executor for `queue` (the same as `queue.taskExecutor`).
     public init(queue: SpindleOperationQueue) { self.queue = queue }
 
-    /// Runs `job` as an operation of the queue. Called by the concurrency runtime; any thread.
+    /// Runs `job` as an operation of the queue. Called by the concurrency runtime; any thread. A queue that refuses
+    /// it (shut down, full with policy `.reject`, a queue of a parent process) makes the job run here, on the
+    /// calling thread, rather than never; a full queue with policy `.block` blocks the calling thread until there
+    /// is room, and one with `.callerRuns` runs the job on the calling thread too.
     public func enqueue(_ job: consuming ExecutorJob) {
         let priority = ExecutorJobOperation.queuePriority(for: job.priority)
         let op = ExecutorJobOperation(job: UnownedJob(job), executor: self)

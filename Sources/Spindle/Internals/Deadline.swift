@@ -2,7 +2,7 @@ import CShim
 
 /// A point in time on CLOCK_MONOTONIC, in nanoseconds. Every timed wait in Spindle takes one, or a
 /// `Duration` that is turned into one here, so that huge, infinite and negative timeouts are handled in one
-/// place: negative or zero means "now" (poll), anything past ~292 years saturates to `.distantFuture`.
+/// place: negative or zero means "now" (poll), anything past ~584 years saturates to `.distantFuture`.
 public struct SpindleDeadline: Comparable, Hashable, Sendable, CustomStringConvertible {
     /// Nanoseconds on CLOCK_MONOTONIC.
     public let uptimeNanoseconds: UInt64

@@ -70,8 +70,9 @@ extension SpindleOperation {
         return Observation(id: id)
     }
 
-    /// Stops deliveries to `observation`'s handler: no call to it starts after this returns (one already running
-    /// on another thread may finish). Callable from any thread, also from inside the handler itself.
+    /// Stops deliveries to `observation`'s handler: no delivery to it begins after this returns; one another
+    /// thread has already begun may still reach the handler (just after this returns) or finish. Callable from
+    /// any thread, also from inside the handler itself (then nothing more reaches it).
     public final func removeObserver(_ observation: Observation) {
         self.withLocked { l in
             l.observation.observers.removeAll { $0.id == observation.id }

@@ -13,12 +13,13 @@ extension SpindleOperation {
 
     /// For subclasses that report their own end (concurrent operations): moves `executing` → finished, delivering
     /// `will/did isExecuting` then `will/did isFinished`, then runs the completion block, readies dependents,
-    /// tells the queue and releases waiters. A cancelled operation that never began executing may also be
-    /// finished this way. Callable from any thread, once.
+    /// tells the queue and releases waiters. A cancelled operation that never began executing, and is not waiting
+    /// in a queue, may also be finished this way. Callable from any thread, once.
     ///
     /// - Parameter error: kept in `error` (nil for success).
     /// - Throws: `operationAlreadyFinished` on a second call; `operationNotExecuting` if it neither began executing
-    ///   nor was cancelled. Nothing changes then.
+    ///   nor was cancelled, or if it is cancelled but still waiting in a queue (the queue finishes it). Nothing
+    ///   changes then.
     public final func finish(throwing error: (any Error)? = nil) throws(SpindleError) {
         let s = self.currentState
         if s.lifecycle >= .finishing { throw .operationAlreadyFinished(name: self.displayName) }

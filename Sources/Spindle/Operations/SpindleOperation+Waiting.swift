@@ -3,7 +3,7 @@
 /// the finish path skip that lock when nobody ever waited.
 extension SpindleOperation {
     /// Blocks until it has finished and everything after (completion block, dependents, its queue) is done.
-    /// - Throws: `waitOnSelf` when called from its own `main`.
+    /// - Throws: `waitOnSelf` when called from its own `main` or its own completion block.
     public final func waitUntilFinished() throws(SpindleError) {
         _ = try self.waitUntilFinished(until: .distantFuture)
     }

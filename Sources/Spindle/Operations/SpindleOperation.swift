@@ -109,12 +109,14 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         set { self.withLocked { $0.name = newValue } }
     }
 
-    /// The name, or a stable default built from the object's address.
+    /// The name, or else "Type@0x…" with the object's address in hexadecimal (as Foundation's descriptions show
+    /// it): the same for the operation's whole life, but an address a later object may reuse once it is freed.
     public final var displayName: String { self.name ?? self.defaultName }
 
-    /// "Type@0xADDRESS": needs no lock, so it can be used while the operation's lock is held.
+    /// "Type@0xADDRESS", the object's real address (`ObjectIdentifier`'s bit pattern, not its hash, which is
+    /// seeded per process): needs no lock, so it can be used while the operation's lock is held.
     final var defaultName: String {
-        "\(type(of: self))@0x\(String(UInt(bitPattern: ObjectIdentifier(self).hashValue), radix: 16))"
+        "\(type(of: self))@0x\(String(UInt(bitPattern: ObjectIdentifier(self)), radix: 16))"
     }
 
     /// The error `main` threw, if any (also set by `finish(throwing:)`).
@@ -383,7 +385,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
 
     /// Runs an operation by hand the way the seeds' `performOperation:` does: a ready, uncancelled operation is
     /// started on this thread if synchronous, or on a new detached thread if asynchronous; a cancelled one is
-    /// finished unrun. Returns whether it was run (or finished) — false when it is not ready or already running.
+    /// finished unrun. Returns whether it was run (or finished); false, doing nothing, unless it was idle and ready
+    /// (waiting for a dependency, in a queue, running or finished), or if it could not be started.
     @discardableResult
     public static func perform(_ operation: SpindleOperation) -> Bool {
         let s = operation.currentState

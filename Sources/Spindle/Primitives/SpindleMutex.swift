@@ -8,9 +8,10 @@ import Glibc
 ///
 /// Kinds: `.normal` (the fast default; relocking from the owner deadlocks, as POSIX says), `.recursive` (the owner
 /// may lock again; unlock as often), `.errorChecking` (relocking or unlocking from a non-owner reports an error
-/// instead of deadlocking: `tryLock`/`unlock` trap with the error number), `.adaptive` (as `.normal`, but a
-/// contended `lock` spins briefly before sleeping: for short critical sections taken by several threads at
-/// once). Debug builds use `.errorChecking` for `.normal` and `.adaptive` mutexes so misuse is caught early.
+/// instead of deadlocking: `lock`/`unlock` trap with the error number; `tryLock` by the owner returns false),
+/// `.adaptive` (as `.normal`, but a contended `lock` spins briefly before sleeping: for short critical sections
+/// taken by several threads at once). Debug builds use `.errorChecking` for `.normal` and `.adaptive` mutexes so
+/// misuse is caught early.
 public final class SpindleMutex: @unchecked Sendable {
     /// The pthread mutex types.
     public enum Kind: Sendable { case normal, recursive, errorChecking, adaptive }

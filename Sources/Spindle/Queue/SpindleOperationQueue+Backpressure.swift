@@ -35,7 +35,8 @@ extension SpindleOperationQueue {
 
     /// Sets the capacity (nil: unbounded) and, if given, the policy. Takes effect at once (see the decisions
     /// above). Any thread.
-    /// - Throws: `invalidCapacity` for a capacity below 1; nothing changes then.
+    /// - Throws: `invalidCapacity` for a capacity below 1, `forkedChild` for a queue of a parent process; nothing
+    ///   changes then.
     public func setCapacity(_ capacity: Int?, whenFull policy: SpindleFullQueuePolicy? = nil) throws(SpindleError) {
         if let capacity, capacity < 1 { throw .invalidCapacity(capacity) }
         try self.refuseIfInheritedAcrossFork()

@@ -5,7 +5,7 @@ import CShim
 /// fork stays held, so the queue is dead there, and says so without taking its lock:
 /// - every throwing way to add work, `waitUntilAllOperationsAreFinished` (both forms), `setCapacity` and
 ///   `setMaxConcurrentOperationCount` throw `SpindleError.forkedChild`, leaving the operations untouched;
-/// - `addOperation { }` and `addBarrierBlock` return or drop their new operation finished as cancelled (its block
+/// - `addOperation { }` and `addBarrierBlock` return their new operation finished as cancelled (its block
 ///   never runs); setting `isSuspended` and `cancelAllOperations()` do nothing;
 /// - `operations` is empty and `operationCount` 0 (nothing of the parent's will run here); `name`,
 ///   `maxConcurrentOperationCount` and `isSuspended` read the values the fork copied;

@@ -13,7 +13,7 @@ public enum SpindleShutdownMode: Sendable, Hashable {
 ///
 /// - `shutdown(.drain)` or `shutdown(.cancel)` returns at once. From then on every add is refused: the throwing adds
 ///   throw `SpindleError.queueShutDown` and leave the operation untouched (it can be run elsewhere);
-///   `addOperation { }` and `addBarrierBlock` hand back or drop their new operation finished as cancelled; blocked
+///   `addOperation { }` and `addBarrierBlock` hand back their new operation finished as cancelled; blocked
 ///   producers (`fullQueuePolicy` `.block`, timed and async adds) are refused with `queueShutDown`, their operations
 ///   untouched. An add racing the call is either accepted (and treated as below) or refused: never lost.
 /// - Nothing accepted is lost: with `.drain` it runs; with `.cancel` it finishes cancelled, completion block run.
@@ -61,8 +61,9 @@ extension SpindleOperationQueue {
         _ = try self.awaitTermination(until: .distantFuture)
     }
 
-    /// As `awaitTermination()`, giving up after `timeout`; returns whether the queue terminated.
-    /// - Throws: as `awaitTermination()`; `invalidTimeout` for a NaN timeout.
+    /// As `awaitTermination()`, giving up after `timeout` (zero or negative: a look); returns whether the queue
+    /// terminated.
+    /// - Throws: as `awaitTermination()`.
     public func awaitTermination(timeout: Duration) throws(SpindleError) -> Bool {
         try self.awaitTermination(until: .after(timeout))
     }

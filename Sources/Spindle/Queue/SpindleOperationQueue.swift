@@ -51,8 +51,10 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// bounded queue (`capacity`), follows `fullQueuePolicy`: blocks until there is room, throws, or runs it on
     /// the calling thread.
     /// - Throws: `operationAlreadyInQueue` (this queue or another), `operationExecuting`, `operationFinished`,
-    ///   `queueShutDown` once `shutdown` began; on a full queue `queueFull` (policy `.reject`) or `waitOnOwnQueue` (policy `.block`, called from one of
-    ///   this queue's operations). The queue and the operation are unchanged then.
+    ///   `queueShutDown` once `shutdown` began, `forkedChild` for a queue of a parent process (after `fork()`); on
+    ///   a full queue `queueFull` (policy `.reject`, or `.callerRuns` when it cannot run on this thread: see
+    ///   `SpindleFullQueuePolicy.callerRuns`) or `waitOnOwnQueue` (policy `.block`, called from one of this
+    ///   queue's operations). The queue and the operation are unchanged then.
     public func addOperation(_ operation: SpindleOperation) throws(SpindleError) {
         try self.refuseIfInheritedAcrossFork()
         let core = self.core
@@ -84,9 +86,9 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// With `waitUntilFinished`, returns once these operations (not the whole queue) have finished. On a bounded
     /// queue the whole batch waits for room, is refused, or runs on the caller (see `fullQueuePolicy`).
     /// - Throws: as `addOperation`, `duplicateInBatch`, `batchExceedsCapacity` (a bounded queue smaller than the
-    ///   batch), or `waitOnSelf` when waiting from one of these operations; `waitOnOwnQueue` (nothing added) when
-    ///   an operation running on this queue asks to wait and the wait could never end: every slot would be held by
-    ///   operations waiting like this (width 1, or all but this one already wait so).
+    ///   batch); `waitOnOwnQueue` (nothing added) when an operation running on this queue asks to wait and the
+    ///   wait could never end: every slot would be held by operations waiting like this (width 1, or all but this
+    ///   one already wait so).
     public func addOperations(_ operations: [SpindleOperation], waitUntilFinished: Bool = false) throws(SpindleError) {
         try self.refuseIfInheritedAcrossFork()
         // A member waiting for a batch in its own queue holds its slot meanwhile: refuse the wait nobody could end.
@@ -206,17 +208,19 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     }
 
     /// Adds a barrier: `block` runs after every operation added before it has finished, alone, and operations
-    /// added after it start only once it has returned. Barriers are not listed in `operations`. A shut-down queue
-    /// drops it finished as cancelled (`block` never runs).
-    public func addBarrierBlock(_ block: @escaping @Sendable () -> Void) {
+    /// added after it start only once it has returned. Returns the barrier's operation (a `SpindleBlockOperation`
+    /// named "barrier"), to wait on (`waitUntilFinished`, which returns once `block` and the operation's completion
+    /// block have), observe, or make other operations depend on; it is not listed in `operations` nor counted in
+    /// `operationCount`. A queue that cannot take it (shut down, or a queue of a parent process after `fork()`)
+    /// returns it finished as cancelled: `block` never runs. A bounded queue never holds it back.
+    @discardableResult
+    public func addBarrierBlock(_ block: @escaping @Sendable () -> Void) -> SpindleBlockOperation {
         let op = SpindleBlockOperation(block)
         op.isBarrier = true
         op.name = "barrier"
-        if self.isInheritedAcrossFork {
-            _ = self.finishRefused(op)
-            return
-        }
-        do { try self.addOperation(op) } catch { _ = self.finishRefused(op) }  // only a shut-down queue refuses
+        if self.isInheritedAcrossFork { return self.finishRefused(op) }
+        do { try self.addOperation(op) } catch { return self.finishRefused(op) }  // only a shut-down queue refuses
+        return op
     }
 
     // MARK: - Settings
@@ -235,14 +239,17 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// Changes the width; takes effect at once (raising it starts waiting operations right away; lowering it
     /// lets running ones finish). 0 starts nothing.
-    /// - Throws: `invalidConcurrencyLimit` for a negative value other than -1; nothing changes then.
+    /// - Throws: `invalidConcurrencyLimit` for a negative value other than -1, `forkedChild` for a queue of a
+    ///   parent process; nothing changes then.
     public func setMaxConcurrentOperationCount(_ value: Int) throws(SpindleError) {
         guard value >= -1 else { throw .invalidConcurrencyLimit(value) }
         try self.refuseIfInheritedAcrossFork()
         self.core.perform(self.core.widthChanged(requested: value))
     }
 
-    /// Whether the queue starts nothing new (running operations go on). Setting false starts waiting work.
+    /// Whether the queue starts nothing new (running operations go on). Setting false starts waiting work. A
+    /// shut-down queue ignores `true` (what it accepted must still run or finish cancelled); a queue of a parent
+    /// process ignores both.
     public var isSuspended: Bool {
         get { self.isInheritedAcrossFork ? self.core.slots.suspended : self.core.lock.withLock { self.core.slots.suspended } }
         set {
@@ -303,7 +310,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     /// Blocks until the queue has no operations (including ones added while waiting).
     /// - Throws: `waitOnOwnQueue` when called from one of this queue's operations (its `main`, or its completion
-    ///   block on whatever thread it runs).
+    ///   block on whatever thread it runs); `forkedChild` for a queue of a parent process.
     public func waitUntilAllOperationsAreFinished() throws(SpindleError) {
         _ = try self.waitUntilAllOperationsAreFinished(until: .distantFuture)
     }

@@ -34,7 +34,7 @@ public struct SpindleQueueSnapshot: Sendable, CustomStringConvertible {
     /// Operations held by blocked producers (not yet members).
     public let blockedOperations: Int
     /// Adds refused so far (policy `.reject`, timed adds that expired, cancelled async adds, refusals of
-    /// caller-runs that could not run on the caller).
+    /// caller-runs that could not run on the caller, `.block` adds from the queue's own operations).
     public let rejected: Int
     /// Operations run on the adding thread so far (policy `.callerRuns`).
     public let ranOnCaller: Int

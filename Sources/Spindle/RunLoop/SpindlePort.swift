@@ -31,7 +31,8 @@ enum RunLoopAttachResult { case added, alreadyInMode, invalidated, otherLoop }
 /// - port not scheduled (or its loop's thread has exited): the handler runs on the invalidating thread before
 ///   `invalidate()` returns, and the undeliverable pending messages are discarded.
 ///
-/// A port is on at most one run loop at a time (scheduling it on a second live loop traps).
+/// A port is on at most one run loop at a time: adding it to a second live loop throws
+/// `SpindleError.scheduledOnAnotherRunLoop` and changes nothing.
 ///
 /// Guards: `name`, `handler`, `invalidationHandler` are immutable; the rest is in `state`, under the port's lock.
 /// Lock order: the owning loop's lock, then this one. State machine (`Phase`): `.valid` → `.invalidated`

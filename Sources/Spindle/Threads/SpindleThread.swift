@@ -258,8 +258,11 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// Whether the thread's body has returned.
     public var isFinished: Bool { self.lifecycle.load(ordering: .acquiring) == Lifecycle.exited.rawValue }
 
-    /// The thread's name as the kernel has it: at most 15 bytes, cut on a UTF-8 boundary. Readable and settable
-    /// from any thread; setting it on a thread that has exited only changes the stored value.
+    /// The thread's name: at most 15 bytes, cut on a UTF-8 boundary. Readable and settable from any thread.
+    /// Setting it also renames the thread in the kernel (a spawned thread not yet running takes the name as it
+    /// starts), except when the kernel refuses (EPERM in some containers: ignored), on a thread that has exited,
+    /// and on a thread Spindle did not spawn, other than the main thread, set from another thread (only that
+    /// thread renames itself there); in those cases only the stored value changes.
     public var name: String {
         get {
             self.fieldsLock.lock()

@@ -40,6 +40,17 @@ import Testing
         #expect(place.onQueue && place.threadName.hasPrefix("spindle.w"))
     }
 
+    /// Issue 19 (what `enqueue` now documents): a queue that refuses a job (here: shut down) does not lose it; the
+    /// job runs on the thread that enqueued it, not on the queue.
+    @Test func aShutDownQueuesExecutorRunsTheJobsOnTheEnqueuingThread() async throws {
+        let queue = try SpindleOperationQueue(name: "at-exec-closed", maxConcurrentOperationCount: 1)
+        queue.shutdown()
+        let place = await Task(executorPreference: queue.taskExecutor) { Place(queue) }.value
+        #expect(!place.onQueue && !place.threadName.hasPrefix("spindle.w"))
+        #expect(queue.snapshot().finished == 0)
+        #expect(try await queue.awaitTermination(timeout: .seconds(10)))
+    }
+
     @Test func jobsRespectTheQueuesWidthAndSuspendedTasksHoldNoThread() async throws {
         // Width 1: at most one job at a time; yet 30 tasks can all be suspended at once, since a suspended task
         // holds neither the queue's slot nor its thread.

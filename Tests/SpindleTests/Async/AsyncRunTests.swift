@@ -129,4 +129,16 @@ import Testing
         try await high.value
         #expect(order.all == ["high", "low"])
     }
+
+    /// Issue 19: `run` on a shut-down queue throws `queueShutDown` (its documentation listed only `queueFull` and
+    /// `forkedChild`), and the body never runs.
+    @Test func aShutDownQueueRefusesTheRunAndTheBodyNeverRuns() async throws {
+        let queue = try SpindleOperationQueue(name: "at-closed", maxConcurrentOperationCount: 1)
+        queue.shutdown()
+        let ran = QTCounter()
+        let outcome = await ATOutcome { try await queue.run { ran.increment() } }
+        #expect(outcome == .failed(SpindleError.queueShutDown(name: "at-closed").description))
+        #expect(ran.count == 0)
+        #expect(try await queue.awaitTermination(timeout: .seconds(atDeadline)))
+    }
 }

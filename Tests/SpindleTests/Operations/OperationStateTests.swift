@@ -24,6 +24,25 @@ import Testing
         #expect(!SpindleBlockOperation().isAsynchronous)
     }
 
+    /// Issue 19: the default name shows the object's real address (it showed `ObjectIdentifier`'s hash, seeded per
+    /// process, which no debugger or allocation log would match).
+    @Test func defaultDisplayNameIsTheTypeAndTheObjectsAddress() {
+        for op in [SpindleOperation(), SpindleBlockOperation {}, OpProbe()] {
+            let address = UInt(bitPattern: Unmanaged.passUnretained(op).toOpaque())
+            let expected = "\(String(describing: type(of: op)))@0x\(String(address, radix: 16))"
+            #expect(op.displayName == expected)
+            #expect(op.description.hasPrefix(expected + " "))
+            // Errors name it the same way.
+            do {
+                try op.addDependency(op)
+                Issue.record("addDependency(self) did not throw")
+            } catch {
+                #expect(error.description == SpindleError.selfDependency(name: expected).description)
+            }
+        }
+        #expect(SpindleBlockOperation().displayName.hasPrefix("SpindleBlockOperation@0x"))
+    }
+
     @Test func nameIsKeptAndUsedAsDisplayName() {
         let op = SpindleOperation()
         op.name = "fetch"

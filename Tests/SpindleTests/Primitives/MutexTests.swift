@@ -116,6 +116,18 @@ struct MutexTests {
         }
     }
 
+    /// Issue 19: the documentation said `tryLock` traps on an error-checking mutex's misuse; by its owner it
+    /// returns false (only `lock` and `unlock` trap), and the mutex stays held once.
+    @Test("tryLock by the owner of an error-checking mutex returns false instead of trapping")
+    func errorCheckingTryLockByOwnerReturnsFalse() throws {
+        let mutex = SpindleMutex(.errorChecking)
+        mutex.lock()
+        #expect(mutex.tryLock() == false)
+        #expect(try tryLockFromAnotherThread(mutex) == false)
+        mutex.unlock()
+        #expect(try tryLockFromAnotherThread(mutex) == true)
+    }
+
     @Test("unlocking an error-checking mutex that is not held traps")
     func errorCheckingUnlockTraps() async {
         await #expect(processExitsWith: .failure) {

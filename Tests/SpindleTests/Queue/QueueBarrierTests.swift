@@ -128,6 +128,90 @@ import Testing
         #expect(log.all == ["barrier", "high", "low"])
     }
 
+    // MARK: - The barrier's operation (issue 19)
+
+    @Test func addBarrierBlockReturnsTheBarrierToWaitOnAndObserve() throws {
+        let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 4)
+        let log = QTLog<String>()
+        let release = QTGate()
+        let bothStarted = QTGate()
+        for name in ["a", "b"] {
+            queue.addOperation {
+                bothStarted.open()
+                release.wait()
+                log.append("\(name)-end")
+            }
+        }
+        #expect(bothStarted.wait() && bothStarted.wait())
+        let barrier = queue.addBarrierBlock { log.append("barrier") }
+        #expect(barrier.name == "barrier")
+        let changes = QTLog<String>()
+        barrier.observe([.isExecuting, .isFinished]) { _, change in
+            changes.append("\(change)")
+            if change == .init(phase: .did, key: .isFinished) { log.append("observed did isFinished") }
+        }
+        barrier.completionBlock = { log.append("barrier-completion") }
+        let barrierWasFinishedWhenCStarted = QTLog<Bool>()
+        let c = queue.addOperation {
+            barrierWasFinishedWhenCStarted.append(barrier.isFinished)
+            log.append("c")
+        }
+        // Held behind a and b: the wait on it times out, and c waits behind it.
+        #expect(try barrier.waitUntilFinished(timeout: .milliseconds(50)) == false)
+        #expect(!barrier.isExecuting && !barrier.isFinished && !c.isExecuting && !c.isFinished)
+        release.open(2)
+        try barrier.waitUntilFinished()  // returns once the block and the completion block have returned
+        #expect(barrier.isFinished && !barrier.isCancelled && barrier.error == nil)
+        let atReturn = log.all
+        #expect(Set(atReturn.prefix(2)) == ["a-end", "b-end"])
+        #expect(Array(atReturn.dropFirst(2).prefix(3)) == ["barrier", "observed did isFinished", "barrier-completion"])
+        #expect(try c.waitUntilFinished(timeout: .seconds(qtDeadline)))
+        #expect(Array(log.all.suffix(1)) == ["c"])
+        #expect(barrierWasFinishedWhenCStarted.all == [true])
+        let events = changes.all  // started, then finished: what observing any operation run by a queue sees
+        #expect(Array(events.prefix(2)) == ["will isExecuting", "did isExecuting"], "\(events)")
+        #expect(events.count == 6 && events.last == "did isFinished", "\(events)")
+        qtDrain(queue)
+    }
+
+    @Test func addBarrierBlockOnAShutDownQueueReturnsItFinishedAndCancelled() throws {
+        let queue = try SpindleOperationQueue(name: "closed", maxConcurrentOperationCount: 2)
+        queue.shutdown()
+        let ran = QTFlag()
+        let barrier = queue.addBarrierBlock { ran.set() }
+        #expect(barrier.isFinished && barrier.isCancelled && !barrier.isExecuting)
+        #expect(try barrier.waitUntilFinished(timeout: .zero))
+        #expect(barrier.name == "barrier")
+        let observed = QTLog<String>()
+        barrier.observe([.isFinished]) { _, change in observed.append("\(change)") }
+        #expect(observed.all == ["did isFinished"])  // an observer registered after the end is told once
+        #expect(!ran.isSet)
+        #expect(queue.operationCount == 0)
+        #expect(try queue.awaitTermination(timeout: .seconds(qtDeadline)))
+    }
+
+    @Test func aCancelledBarrierSkipsItsBlockButKeepsItsPlace() throws {
+        let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 4)
+        queue.isSuspended = true
+        let log = QTLog<String>()
+        let a = queue.addOperation { log.append("a") }
+        let barrierRan = QTFlag()
+        let barrier = queue.addBarrierBlock { barrierRan.set() }
+        let aWasFinishedWhenCStarted = QTLog<Bool>()
+        let c = queue.addOperation {
+            aWasFinishedWhenCStarted.append(a.isFinished)
+            log.append("c")
+        }
+        barrier.cancel()
+        queue.isSuspended = false
+        try barrier.waitUntilFinished()
+        #expect(barrier.isFinished && barrier.isCancelled && !barrierRan.isSet)
+        qtDrain(queue)
+        #expect(c.isFinished && !c.isCancelled)
+        #expect(log.all == ["a", "c"])
+        #expect(aWasFinishedWhenCStarted.all == [true])
+    }
+
     // MARK: - Suspension
 
     @Test func newQueueIsNotSuspendedAndTheFlagRoundTrips() throws {

@@ -205,4 +205,22 @@ final class QTCallbackOperation: SpindleConcurrentOperation, @unchecked Sendable
         qtDrain(queue)
         #expect(op.outcome.all == [SpindleError.waitOnOwnQueue(name: "async-self-wait").description])
     }
+
+    /// Issue 19: `finish()` on a cancelled operation that still waits in its queue throws `operationNotExecuting`
+    /// (the documentation said a cancelled operation could always be finished this way) and changes nothing: the
+    /// queue finishes it, unrun, once it reaches it.
+    @Test func finishOnACancelledOperationStillWaitingInItsQueueThrowsAndTheQueueFinishesIt() throws {
+        let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
+        queue.isSuspended = true
+        let op = QTDeferredFinishOperation()
+        op.name = "waiting"
+        try queue.addOperation(op)
+        op.cancel()
+        qtExpectError(.operationNotExecuting(name: "waiting")) { try op.finish() }
+        #expect(!op.isFinished && op.isCancelled && queue.operationCount == 1)
+        queue.isSuspended = false
+        #expect(try op.waitUntilFinished(timeout: .seconds(qtDeadline)))
+        #expect(op.isFinished && op.mainRuns.count == 0)
+        qtDrain(queue)
+    }
 }

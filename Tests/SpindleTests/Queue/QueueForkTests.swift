@@ -44,7 +44,8 @@ import Testing
 
         let refusedBlock = queue.addOperation { Issue.record("a block added in the child ran") }
         #expect(refusedBlock.isFinished && refusedBlock.isCancelled)
-        queue.addBarrierBlock { Issue.record("a barrier added in the child ran") }
+        let refusedBarrier = queue.addBarrierBlock { Issue.record("a barrier added in the child ran") }
+        #expect(refusedBarrier.isFinished && refusedBarrier.isCancelled)
         queue.isSuspended = true
         queue.cancelAllOperations()
         #expect(queue.operations.isEmpty && queue.operationCount == 0)

@@ -172,7 +172,8 @@ import Testing
         let ran = QTFlag()
         let blockOp = queue.addOperation { ran.set() }
         #expect(blockOp.isFinished && blockOp.isCancelled)
-        queue.addBarrierBlock { ran.set() }
+        let barrierOp = queue.addBarrierBlock { ran.set() }
+        #expect(barrierOp.isFinished && barrierOp.isCancelled)
         #expect(!ran.isSet)
         #expect(queue.operationCount == 0)
         #expect(try queue.awaitTermination(timeout: .seconds(qtDeadline)))

@@ -151,4 +151,50 @@ struct RunLoopPortTests {
         }
         #expect(got.withLock { $0 } == [1, 2])
     }
+
+    /// Issue 19: the documentation said scheduling a port on a second loop traps; it throws, for ports, timers and
+    /// descriptor sources alike, and the first loop keeps serving it.
+    @Test("a port, timer or source scheduled on another live loop throws scheduledOnAnotherRunLoop; nothing changes")
+    func schedulingOnASecondLiveLoopThrows() throws {
+        let first = try SpindleRunLoopThread(name: "rl-first")
+        let second = try SpindleRunLoopThread(name: "rl-second")
+        let delivered = OracleSemaphore()
+        let onFirstThread = RLBox<[Bool]>([])
+        let port = SpindlePort<Int>(name: "one-loop") { [thread = first.thread] _ in
+            onFirstThread.withLock { $0.append(SpindleThread.current === thread) }
+            delivered.post()
+        }
+        try first.runLoop.add(port)
+        expectSpindleError(.scheduledOnAnotherRunLoop(name: "one-loop")) { try second.runLoop.add(port) }
+        expectSpindleError(.scheduledOnAnotherRunLoop(name: "one-loop")) {
+            try second.runLoop.add(port, forMode: "other")
+        }
+        #expect(first.runLoop.contains(port, inMode: .default))
+        #expect(!second.runLoop.contains(port, inMode: .default) && !second.runLoop.contains(port, inMode: "other"))
+        try port.send(1)
+        #expect(delivered.wait())
+        #expect(onFirstThread.withLock { $0 } == [true])
+
+        let timer = try SpindleTimer(interval: 3600, repeats: false) { _ in }
+        try first.runLoop.add(timer)
+        expectSpindleError(.scheduledOnAnotherRunLoop(name: "SpindleTimer")) { try second.runLoop.add(timer) }
+        #expect(first.runLoop.contains(timer, inMode: .default) && !second.runLoop.contains(timer, inMode: .default))
+        #expect(timer.isValid)
+
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let source = try SpindleDescriptorSource(descriptor: fds[0], interest: .readable) { _ in }
+        try first.runLoop.add(source)
+        expectSpindleError(.scheduledOnAnotherRunLoop(name: "SpindleDescriptorSource(\(fds[0]))")) {
+            try second.runLoop.add(source)
+        }
+        #expect(source.isActive)
+
+        source.cancel()
+        timer.invalidate()
+        port.invalidate()
+        #expect(try first.shutdown(until: T.after(10)))
+        #expect(try second.shutdown(until: T.after(10)))
+    }
 }
