@@ -46,6 +46,11 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case voidResult(name: String)
     /// The operation's `main` threw; the error is carried.
     case operationFailed(name: String, underlying: any Error)
+    /// A `SpindleRetryOperation` made with fewer than one attempt.
+    case invalidAttemptCount(Int)
+    /// An attempt of the `SpindleRetryOperation` named `name` ended cancelled on its own (its deadline, say):
+    /// that attempt's error, in `attemptErrors` (and the retry's `error` if it was the last).
+    case attemptCancelled(name: String, attempt: Int)
 
     // MARK: Queues
     /// Adding an operation that is already in a queue (this one or another).
@@ -109,6 +114,8 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .resultNotReady(let n): return "operation '\(n)' has not finished; its result is not ready"
         case .voidResult(let n): return "operation '\(n)' returns nothing; it has no result to read"
         case .operationFailed(let n, let e): return "operation '\(n)' failed: \(e)"
+        case .invalidAttemptCount(let v): return "a retry needs at least 1 attempt (\(v) was given)"
+        case .attemptCancelled(let n, let a): return "attempt \(a) of retry '\(n)' was cancelled"
         case .operationAlreadyInQueue(let n): return "operation '\(n)' is already in a queue"
         case .operationFinished(let n): return "operation '\(n)' has finished and cannot be added to a queue"
         case .invalidConcurrencyLimit(let v):
