@@ -14,6 +14,13 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case threadNotJoinable(name: String)
     /// `join()` called by the thread on itself (also `SpindleRunLoopThread.shutdown` on the loop's own thread).
     case joinSelf(name: String)
+    /// `start()` or `startJoinable()` on a thread that was already started (or is being started), or on one that
+    /// was running from the start (`main`, `current`, the result of `detach` or `spawnJoinable`).
+    case threadAlreadyStarted(name: String)
+    /// `join()` on a thread that has not been started (or whose start has not returned yet).
+    case threadNotStarted(name: String)
+    /// `setStackSize(_:)` on a thread that was started: its stack is fixed when it starts.
+    case threadStackSizeFixed(name: String)
     /// A libc or pthread call failed with this error number.
     case system(function: String, errno: Int32)
 
@@ -100,6 +107,9 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .threadAlreadyJoined(let n): return "thread '\(n)' was already joined"
         case .threadNotJoinable(let n): return "thread '\(n)' is detached and cannot be joined"
         case .joinSelf(let n): return "thread '\(n)' cannot join itself"
+        case .threadAlreadyStarted(let n): return "thread '\(n)' was already started; a thread starts once"
+        case .threadNotStarted(let n): return "thread '\(n)' has not been started; there is nothing to join"
+        case .threadStackSizeFixed(let n): return "thread '\(n)' was started; its stack size can no longer change"
         case .system(let f, let e): return "\(f) failed with error \(e)"
         case .operationExecuting(let n): return "operation '\(n)' is already executing"
         case .operationNotReady(let n): return "operation '\(n)' is not ready: a dependency has not finished"

@@ -2,53 +2,97 @@ import CShim
 import Glibc
 import Synchronization
 
-/// A pthread: spawned detached or joinable, with a name, a stack size and a priority (NSThread's role).
+/// A pthread with NSThread's life: made unstarted (`init(name:)` in a subclass overriding `main()`,
+/// `init(name:block:)`, `init(name:body:)`), configured (name, stack size, priority), started once (`start()`,
+/// detached as NSThread's are, or `startJoinable()`), cancelled cooperatively (`cancel()`, `isCancelled`). `detach`
+/// and `spawnJoinable` make one and start it at once. `current` is the calling thread's object, `main` the main
+/// thread's.
+///
+/// States (`lifecycle`, an atomic) and their transitions:
+/// - `unstarted`: made by an initializer; the stack size can be set. `start()` / `startJoinable()` claim it
+///   (compare-and-swap under `fieldsLock`, so a racing `setStackSize` is either before the claim or refused)
+///   → `starting`. Exactly one caller claims; every other start throws `threadAlreadyStarted`.
+/// - `starting`: the claiming starter owns the start; the stack size is fixed. Then, by that starter: cancelled
+///   (`cancelled` read after the claim) → `exited` without a pthread (the body is released unrun); `pthread_create`
+///   fails → back to `unstarted` (body and configuration kept, startable again; the start throws); it succeeds →
+///   stays `starting` until the new thread's start-up sets `running`.
+/// - `running`: set by the thread itself, once its name and priority are applied, just before `main()`. The main
+///   thread's object and adopted threads' objects (met through `current`) are `running` from the start, for good.
+/// - `exited`: set by the thread itself (under `kernelLock`) after `main()` returned and the body was released; or
+///   by a cancelled start. Final.
+///
+/// `cancelled` (an atomic): false → true by `cancel()`, at any time and from any thread; never back. Only the
+/// starter acts on it (right after its claim); a running body polls `isCancelled`.
+///
+/// `joinState` (an atomic), set by the starter: `unstarted` → `detached` before `pthread_create` (`start()`), or →
+/// `joinable` once the pthread exists and its handle is stored (`startJoinable()`: so whoever sees `joinable` sees
+/// the handle; the thread itself may run before that, which only `join()` on itself notices, and it throws
+/// `joinSelf` either way); a cancelled start sets either with no handle (`join()` then returns at once); a failed
+/// start goes back to `unstarted`. `joinable` → `joined` (by `join()`) or → `detached` (`relinquish()`). The main
+/// thread's and adopted threads' objects are `detached` from the start.
 ///
 /// Guards and confinement:
-/// - `handle`, `tid`, `isDetached`, `isMain` are set before the thread is visible to anyone else and never change;
-///   `tid` is published by the new thread itself and read through `tidStorage` (an atomic; 0 until known).
-/// - `lifecycle` is an atomic: `.created` → `.running` → `.exited` (forward only; set by the thread itself);
-///   `joinState` is an atomic: `.joinable` → `.joined` (by `join()`), or `.detached` from the start.
-/// - `nameValue` is under `fieldsLock` (inline); `priorityBits` is an atomic (read lock-free on every operation
-///   start). Any thread may read or set them; applying them to the kernel happens under `kernelLock` (inline,
-///   held only around a few syscalls). Lock order: `kernelLock` before `fieldsLock`.
-/// - `startBody` / `startEntry`: written by the spawner before `pthread_create` (which orders them before the new
-///   thread's first instruction), then taken and cleared by the new thread itself; nobody else touches them.
+/// - `handleStorage` (atomic, 0 until known): written by the starter after `pthread_create` and by the thread at its
+///   start-up (the same value); `tidStorage` (atomic, 0 until known): by the thread at its start-up. Never changed
+///   afterwards. `origin` (`isMain`, `isAdopted`) is set at init.
+/// - `nameValue`, `stackSizeValue` and `work` are under `fieldsLock` (inline). `stackSizeValue` changes only while
+///   `unstarted`. `work` (the block or body, or an internal entry) is set at init, copied out by `main()`, and
+///   taken by the thread when `main()` returned (or by a cancelled start); it is released after the lock is
+///   dropped, so no capture's deinit runs under it. `priorityBits` is an atomic (read lock-free on every
+///   operation start). Any thread may read or set name and priority at any time; applying them to the kernel
+///   happens under `kernelLock` (inline, held only around a few syscalls).
+/// - Lock order: `kernelLock` before `fieldsLock`. No user code (body, `main()`, a capture's deinit) runs under
+///   either.
 ///
-/// Start-up of a spawned thread (all before its body runs, in this order): it becomes its own `current` (its
-/// `ThreadContext`, made by the spawner, is installed), then under `kernelLock` publishes handle, kernel id and
+/// Start-up of a started thread (all before `main()`, in this order): it becomes its own `current` (its
+/// `ThreadContext`, made by the starter, is installed), then under `kernelLock` publishes handle, kernel id and
 /// `.running`, gives the kernel its name (`prctl`) and sets its nice value if the inherited one differs. Three
 /// syscalls: `gettid`, `prctl(PR_SET_NAME)`, `getpriority` (plus `setpriority` when the creator's nice value was
-/// not the one wanted). So the name is in /proc and the priority applied before any user code runs there.
+/// not the one wanted). So the name is in /proc and the priority applied before any user code runs there. The
+/// stack size was given to `pthread_create`.
 ///
-/// Lifetime: a spawned thread keeps its `SpindleThread` alive until it exits (its `ThreadContext`, released at
-/// thread exit, holds it: it is its `current`). A joinable thread must be joined; one released without `join()`
-/// is reported to `SpindleDiagnostics` (`.threadReleasedWithoutJoin`), counted in `unjoinedReleaseCount`, and
-/// detached so that its resources are freed anyway.
-public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
-    private enum Lifecycle: UInt8 { case created = 0, running = 1, exited = 2 }
-    private enum JoinState: UInt8 { case joinable = 0, joined = 1, detached = 2 }
+/// Lifetime: a started thread keeps its `SpindleThread` alive until it exits (its `ThreadContext`, released at
+/// thread exit, holds it: it is its `current`). The body's captures are released when `main()` has returned,
+/// before the thread reports `isFinished` (so also before `join()` returns); an unstarted thread releases its body
+/// with the object. A joinable thread must be joined; one released without `join()` is reported to
+/// `SpindleDiagnostics` (`.threadReleasedWithoutJoin`), counted in `unjoinedReleaseCount`, and detached so that its
+/// resources are freed anyway.
+open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
+    enum Lifecycle: UInt8 { case unstarted = 0, starting = 1, running = 2, exited = 3 }
+    enum JoinState: UInt8 { case unstarted = 0, joinable = 1, joined = 2, detached = 3 }
+    /// What a started thread runs: a block (`init(name:block:)`, `detach`), a body given the thread
+    /// (`init(name:body:)`), or an internal entry (`detach(name:entry:)`, no closure to allocate).
+    enum Work {
+        case block(@Sendable () -> Void)
+        case body(@Sendable (SpindleThread) -> Void)
+        case entry(any SpawnedThreadEntry)
+    }
 
-    /// The pthread handle as a raw value (0 until known); written once by the spawner, read by `join` and `name`.
-    private let handleStorage = Atomic<UInt>(0)
-    private let tidStorage = Atomic<Int32>(0)
-    private let lifecycle = Atomic<UInt8>(Lifecycle.created.rawValue)
-    private let joinState: Atomic<UInt8>
-    private let fieldsLock = InlineLock()
+    /// The pthread handle as a raw value (0 until known); see the type's notes.
+    let handleStorage = Atomic<UInt>(0)
+    let tidStorage = Atomic<Int32>(0)
+    let lifecycle = Atomic<UInt8>(Lifecycle.unstarted.rawValue)
+    let cancelled = Atomic<Bool>(false)
+    let joinState = Atomic<UInt8>(JoinState.unstarted.rawValue)
+    let fieldsLock = InlineLock()
     /// Held while applying the name or nice value to the kernel, and while the thread marks itself exited, so a
     /// setter and the thread's own start-up cannot undo each other and no setter touches an exited thread. Inline
     /// (no allocation per thread): held only around short syscalls (prctl, get/setpriority, a /proc comm write).
-    private let kernelLock = InlineLock()
-    private var nameValue: String  // protected by fieldsLock (written with kernelLock held too)
-    /// What a spawned thread runs (one of the two): see the type's confinement notes.
-    private var startBody: (() -> Void)?
-    private var startEntry: (any SpawnedThreadEntry)?
-    private let priorityBits = Atomic<UInt64>((0.5).bitPattern)
+    let kernelLock = InlineLock()
+    var nameValue: String  // protected by fieldsLock (written with kernelLock held too)
+    var stackSizeValue = 0  // protected by fieldsLock; bytes, 0 = the default; changes only while unstarted
+    var work: Work?  // protected by fieldsLock; see the type's notes
+    let priorityBits = Atomic<UInt64>((0.5).bitPattern)
+    /// What made this object: an initializer (`.made`), the main thread, or a thread Spindle did not create (set
+    /// by the private convenience initializers, before the object is shared; never changed afterwards).
+    private(set) var origin = Origin.made
+    enum Origin: UInt8 { case made, main, adopted }
+
     /// Whether this is the process's main thread.
-    public let isMain: Bool
+    public var isMain: Bool { self.origin == .main }
     /// A thread Spindle did not create (met through `current`): its kernel state is only changed from itself,
     /// since nothing tells us when it exits.
-    private let isAdopted: Bool
+    var isAdopted: Bool { self.origin == .adopted }
 
     // MARK: - Current and main thread
 
@@ -74,36 +118,58 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
 
     /// Spindle-spawned threads currently alive (both kinds), for tests and leak checks.
     public static var liveSpawnedCount: Int { liveSpawned.load(ordering: .acquiring) }
-    private static let liveSpawned = Atomic<Int>(0)
+    static let liveSpawned = Atomic<Int>(0)
 
-    private init(mainThread: ()) {
-        self.isMain = true
-        self.isAdopted = false
-        self.joinState = Atomic(JoinState.detached.rawValue)
+    // Only public designated initializers, so that subclasses in other modules inherit the convenience ones
+    // (`init(name:block:)`, `init(name:body:)`): the main and adopted threads' objects are convenience-made.
+
+    private convenience init(mainThread: ()) {
+        // Read the main thread's own name from /proc: `main` may be first touched on another thread.
+        self.init(name: SpindleThread.commName(tid: getpid()) ?? "main")
+        self.origin = .main
+        self.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)
         self.tidStorage.store(getpid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
-        // Read the main thread's own name from /proc: `main` may be first touched on another thread.
-        self.nameValue = SpindleThread.commName(tid: getpid()) ?? "main"
     }
 
     /// A thread Spindle did not create (for `current`).
-    private init(adopting: ()) {
-        self.isMain = false
-        self.isAdopted = true
+    private convenience init(adopting: ()) {
+        self.init(name: SpindleThread.kernelName(of: pthread_self()) ?? "")
+        self.origin = .adopted
         self.handleStorage.store(UInt(pthread_self()), ordering: .relaxed)
-        self.joinState = Atomic(JoinState.detached.rawValue)
+        self.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)
         self.tidStorage.store(cshim_gettid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
-        self.nameValue = SpindleThread.kernelName(of: pthread_self()) ?? ""
     }
 
-    private init(name: String, priority: Double, detached: Bool) {
-        self.isMain = false
-        self.isAdopted = false
-        self.joinState = Atomic(detached ? JoinState.detached.rawValue : JoinState.joinable.rawValue)
-        self.nameValue = name
-        self.priorityBits.store(priority.bitPattern, ordering: .relaxed)
+    /// A thread that is not started yet, with nothing to run but its `main()`: for a subclass that overrides
+    /// `main()`. Set its stack size and priority (and change its name) before `start()` or `startJoinable()`.
+    ///
+    /// - Parameter name: the thread's name, cut to 15 bytes on a UTF-8 boundary (Linux's limit).
+    public init(name: String = "spindle") {
+        self.nameValue = SpindleThread.truncatedName(name)
     }
+
+    // MARK: - Overridable (in the class body: members of extensions cannot be overridden)
+
+    /// The thread's work. This one runs the block or body given to the initializer (nothing if there was none);
+    /// a subclass overrides it to do its own work (calling `super.main()` only if it was also given a block).
+    ///
+    /// `start()` and `startJoinable()` call it on the new thread, once its name and priority are applied; when it
+    /// returns, the thread ends. Don't call it yourself: it would run the work on your thread (as NSThread's does).
+    open func main() {
+        switch self.copyWork() {
+        case .block(let block)?: block()
+        case .body(let body)?: body(self)
+        case .entry?, nil: return  // an entry is run by the start-up itself, never through `main()`
+        }
+    }
+
+    /// Marks the thread cancelled (NSThread's `cancel()`); nothing else. Before the start, the thread will not
+    /// run at all (see `start()`); after it, its `main()` (or body) should poll `isCancelled` and return. Any
+    /// thread, any time, any number of times. Override it to also wake a body that is waiting (a semaphore, a
+    /// port): call `super.cancel()` first.
+    open func cancel() { self.cancelled.store(true, ordering: .releasing) }
 
     deinit {
         let handle = self.handleStorage.load(ordering: .acquiring)
@@ -114,137 +180,38 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    // MARK: - Spawning
-
-    /// The smallest stack Spindle asks for: PTHREAD_STACK_MIN rounded up to whole pages.
-    public static var minimumStackSize: Int {
-        let page = max(sysconf(Int32(_SC_PAGESIZE)), 4096)
-        let minimum = Int(cshim_stack_min())
-        return (minimum + page - 1) / page * page
-    }
-
-    /// Starts a detached thread running `body`. It cleans up after itself when `body` returns.
-    ///
-    /// - Parameters:
-    ///   - name: the thread's name, cut to 15 bytes on a UTF-8 boundary (Linux's limit).
-    ///   - stackSize: bytes; nil keeps the default; below `minimumStackSize` is rounded up (never fails).
-    ///   - priority: 0…1 (clamped), 0.5 is the default nice value; see `priority`.
-    /// - Throws: `SpindleError.system` when pthread_create fails (EAGAIN: out of threads or memory).
-    @discardableResult
-    public static func detach(name: String = "spindle", stackSize: Int? = nil, priority: Double = 0.5,
-                              _ body: @escaping @Sendable () -> Void) throws(SpindleError) -> SpindleThread {
-        try spawn(name: name, stackSize: stackSize, priority: priority, detached: true, body: body, entry: nil)
-    }
-
-    /// Starts a detached thread that runs `entry.runOnSpawnedThread()`: `detach` without a closure to allocate (a
-    /// concurrent operation's start). Default stack size and priority. Throws as `detach`.
-    static func detach(name: String, entry: any SpawnedThreadEntry) throws(SpindleError) {
-        _ = try spawn(name: name, stackSize: nil, priority: 0.5, detached: true, body: nil, entry: entry)
-    }
-
-    /// Starts a joinable thread running `body`. Call `join()` on the result exactly once.
-    /// Parameters and errors as for `detach`.
-    public static func spawnJoinable(name: String = "spindle", stackSize: Int? = nil, priority: Double = 0.5,
-                                     _ body: @escaping @Sendable () -> Void) throws(SpindleError) -> SpindleThread {
-        try spawn(name: name, stackSize: stackSize, priority: priority, detached: false, body: body, entry: nil)
-    }
-
-    private static func spawn(name: String, stackSize: Int?, priority: Double, detached: Bool,
-                              body: (() -> Void)?, entry: (any SpawnedThreadEntry)?) throws(SpindleError)
-        -> SpindleThread
-    {
-        let cutName = truncatedName(name)
-        let clamped = clampPriority(priority)
-        var size = 0
-        if let stackSize {
-            let page = max(sysconf(Int32(_SC_PAGESIZE)), 4096)
-            let (padded, overflow) = max(stackSize, minimumStackSize).addingReportingOverflow(page - 1)
-            // A size so large it cannot be rounded cannot be allocated either: report it as pthread would.
-            if overflow { throw .system(function: "pthread_attr_setstacksize", errno: EINVAL) }
-            size = padded / page * page
-        }
-        // The object exists before the thread runs (it is `current` there); the handle is stored once known. Its
-        // thread context is made here too and handed over retained: the new thread installs it as it is.
-        let thread = SpindleThread(name: cutName, priority: clamped, detached: detached)
-        thread.startBody = body
-        thread.startEntry = entry
-        let context = Unmanaged.passRetained(ThreadContext(spawned: thread))
-        var handle = pthread_t()
-        liveSpawned.add(1, ordering: .relaxed)
-        let err = cshim_pthread_create(&handle, detached ? 1 : 0, size, spindleThreadEntry, context.toOpaque())
-        if err != 0 {
-            liveSpawned.subtract(1, ordering: .relaxed)
-            thread.startBody = nil  // the body's captures go now, not with the thread object
-            thread.startEntry = nil
-            context.release()
-            thread.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)  // nothing to join
-            throw .system(function: "pthread_create", errno: err)
-        }
-        thread.handleStorage.store(UInt(handle), ordering: .releasing)
-        return thread
-    }
-
-    /// Runs on the new thread, its context already installed: publish identity, apply name and priority, run the
-    /// body, clean up.
-    fileprivate func runSpawned() {
-        let tid = cshim_gettid()
-        let me = pthread_self()
-        self.kernelLock.lock()
-        self.handleStorage.store(UInt(me), ordering: .releasing)
-        self.tidStorage.store(tid, ordering: .releasing)
-        self.lifecycle.store(Lifecycle.running.rawValue, ordering: .releasing)
-        let name = self.name
-        if !name.isEmpty { _ = name.withCString { cshim_pthread_setname_np(me, $0) } }
-        // Always set our own nice value: a new thread inherits its creator's, which may not be ours.
-        let wanted = SpindleThread.niceValue(forPriority: self.priority)
-        if cshim_getpriority_thread(tid) != wanted { _ = cshim_setpriority_thread(tid, wanted) }
-        self.kernelLock.unlock()
-        if let entry = self.startEntry {
-            self.startEntry = nil
-            entry.runOnSpawnedThread()
-        } else if let body = self.startBody {
-            self.startBody = nil  // the captures are released when the body returns
-            body()
-        }
-        self.kernelLock.lock()
-        self.lifecycle.store(Lifecycle.exited.rawValue, ordering: .releasing)
-        self.kernelLock.unlock()
-        SpindleThread.liveSpawned.subtract(1, ordering: .releasing)
-        // The thread context keeps `self` alive until its thread-local destructor runs at thread exit.
-    }
-
-    /// Runs `body` with `kernelLock` held.
-    private func withKernelLock<T>(_ body: () -> T) -> T {
-        self.kernelLock.lock()
-        defer { self.kernelLock.unlock() }
-        return body()
-    }
-
     // MARK: - Joining
 
-    /// Waits for a joinable thread to end. Throws if the thread is detached, was already joined, or is the
-    /// calling thread; nothing changes then.
+    /// Waits for a joinable thread to end. Throws if the thread is detached, was already joined, is the calling
+    /// thread, or was not started (or its `startJoinable()` has not returned yet); nothing changes then. A thread
+    /// cancelled before `startJoinable()` never ran: joining it returns at once.
     public func join() throws(SpindleError) {
         let name = self.name
-        if self.isMain || self.joinState.load(ordering: .acquiring) == JoinState.detached.rawValue {
-            throw .threadNotJoinable(name: name)
-        }
+        if self.isMain { throw .threadNotJoinable(name: name) }
+        let state = self.joinState.load(ordering: .acquiring)
+        if state == JoinState.detached.rawValue { throw .threadNotJoinable(name: name) }
+        // Before `unstarted`: the thread itself may run before its starter has published `joinable`.
         if self === ThreadContext.knownThread { throw .joinSelf(name: name) }
+        if state == JoinState.unstarted.rawValue { throw .threadNotStarted(name: name) }
         let (exchanged, original) = self.joinState.compareExchange(
             expected: JoinState.joinable.rawValue, desired: JoinState.joined.rawValue, ordering: .acquiringAndReleasing)
         if !exchanged {
             if original == JoinState.detached.rawValue { throw .threadNotJoinable(name: name) }
             throw .threadAlreadyJoined(name: name)
         }
-        checkPthread(pthread_join(pthread_t(self.handleStorage.load(ordering: .acquiring)), nil), "pthread_join")
+        // Stored before `joinable` was published; 0 only for a start that was cancelled (no pthread to join).
+        let handle = self.handleStorage.load(ordering: .acquiring)
+        if handle != 0 { checkPthread(pthread_join(pthread_t(handle), nil), "pthread_join") }
     }
 
     /// Detaches a joinable thread instead of joining it: for a thread that must let itself go (a queue worker
-    /// that performs its queue's shutdown). Does nothing if it was joined or detached already.
+    /// that performs its queue's shutdown). Does nothing if it was joined or detached already. Callers hold the
+    /// object `spawnJoinable` returned, so they see it `joinable` (see `joinState`).
     func relinquish() {
         let (exchanged, _) = self.joinState.compareExchange(
             expected: JoinState.joinable.rawValue, desired: JoinState.detached.rawValue, ordering: .acquiringAndReleasing)
-        if exchanged { checkPthread(pthread_detach(pthread_t(self.handleStorage.load(ordering: .acquiring))), "pthread_detach") }
+        let handle = self.handleStorage.load(ordering: .acquiring)
+        if exchanged, handle != 0 { checkPthread(pthread_detach(pthread_t(handle)), "pthread_detach") }
     }
 
     // MARK: - State, name and priority
@@ -252,17 +219,20 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// The kernel thread id (0 until the thread has started running).
     public var threadID: Int32 { self.tidStorage.load(ordering: .acquiring) }
 
-    /// Whether the thread's body is running.
+    /// Whether the thread's `main()` is running: from just before it is called until it has returned. False
+    /// before the start, and while a start is still creating the pthread.
     public var isExecuting: Bool { self.lifecycle.load(ordering: .acquiring) == Lifecycle.running.rawValue }
 
-    /// Whether the thread's body has returned.
+    /// Whether the thread is done: its `main()` has returned (and the body was released), or it was cancelled
+    /// before it started and so never ran.
     public var isFinished: Bool { self.lifecycle.load(ordering: .acquiring) == Lifecycle.exited.rawValue }
 
-    /// The thread's name: at most 15 bytes, cut on a UTF-8 boundary. Readable and settable from any thread.
-    /// Setting it also renames the thread in the kernel (a spawned thread not yet running takes the name as it
-    /// starts), except when the kernel refuses (EPERM in some containers: ignored), on a thread that has exited,
-    /// and on a thread Spindle did not spawn, other than the main thread, set from another thread (only that
-    /// thread renames itself there); in those cases only the stored value changes.
+    /// The thread's name: at most 15 bytes, cut on a UTF-8 boundary. Readable and settable from any thread at any
+    /// time. Setting it also renames the thread in the kernel (a thread not started yet, or started and not yet
+    /// running, takes the name as it starts, before `main()` runs), except when the kernel refuses (EPERM in some
+    /// containers: ignored), on a thread that has exited, and on a thread Spindle did not spawn, other than the
+    /// main thread, set from another thread (only that thread renames itself there); in those cases only the
+    /// stored value changes.
     public var name: String {
         get {
             self.fieldsLock.lock()
@@ -300,10 +270,12 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
 
     /// The thread's scheduling priority in 0…1 (clamped); 0.5 is nice 0, 1 is nice -20, 0 is nice 19. Reads
     /// return the value last set. Setting applies the nice value to this one thread; raising priority above the
-    /// process's needs CAP_SYS_NICE, and then the kernel keeps its old value (the call reports false).
+    /// process's needs CAP_SYS_NICE, and then the kernel keeps its old value (the call reports false). Set before
+    /// the start, it is applied by the thread's start-up, before `main()` runs.
     public var priority: Double { Double(bitPattern: self.priorityBits.load(ordering: .relaxed)) }
 
-    /// Sets `priority` (see there). Returns whether the kernel accepted the new nice value.
+    /// Sets `priority` (see there). Returns whether the kernel accepted the new nice value; false when there was
+    /// nothing to apply it to yet (not started: the start applies it) or any more (exited).
     @discardableResult
     public func setPriority(_ value: Double) -> Bool {
         let clamped = SpindleThread.clampPriority(value)
@@ -314,6 +286,13 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
             if self.isAdopted && ThreadContext.knownThread !== self { return false }
             return SpindleThread.applyNice(forPriority: clamped, tid: tid)
         }
+    }
+
+    /// Runs `body` with `kernelLock` held.
+    func withKernelLock<T>(_ body: () -> T) -> T {
+        self.kernelLock.lock()
+        defer { self.kernelLock.unlock() }
+        return body()
     }
 
     /// The nice value Spindle uses for a priority in 0…1.
@@ -327,7 +306,6 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     public var description: String { "SpindleThread(\(self.name), tid \(self.threadID))" }
 
     // MARK: - Helpers
-
 
     static func clampPriority(_ p: Double) -> Double { p.isNaN ? 0.5 : min(1, max(0, p)) }
 
@@ -381,16 +359,4 @@ public final class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         guard cshim_pthread_getname_np(thread, &buffer, buffer.count) == 0 else { return nil }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
-}
-
-/// What a Spindle thread can run instead of a closure (see `SpindleThread.detach(name:entry:)`).
-protocol SpawnedThreadEntry: AnyObject {
-    /// Runs on the new thread once its start-up is done (name and priority applied); the thread ends after it.
-    func runOnSpawnedThread()
-}
-
-/// The C entry point of every Spindle thread: installs the thread context the spawner passed retained (its
-/// thread-local key takes over that reference) and runs the thread.
-private func spindleThreadEntry(_ context: UnsafeMutableRawPointer?) {
-    ThreadContext.installSpawned(context!).thread.runSpawned()
 }
