@@ -128,4 +128,18 @@ extension SpindleOperation {
     final func emitFlag(_ key: Key, to new: Bool, will: Bool = true, did: Bool = true) {
         self.emit(key, from: .bool(!new), to: .bool(new), will: will, did: did)
     }
+
+    /// Sets the queue priority of an observed operation: the exchange and its record under one lock, so racing
+    /// sets are delivered in the order their values replaced each other, each with its own old and new values.
+    /// Returns whether the priority changed (then the change has been delivered, or handed to the delivering thread).
+    final func exchangeObservedPriority(_ priority: QueuePriority) -> Bool {
+        let raw = Int8(priority.rawValue)
+        let (old, drain) = self.withLocked { l -> (Int8, Bool) in
+            let old = self.priorityStorage.exchange(raw, ordering: .sequentiallyConsistent)
+            guard old != raw else { return (old, false) }
+            return (old, l.recordObservation(.queuePriority, from: .priority(.rounding(Int(old))), to: .priority(priority)))
+        }
+        if drain { self.drainObservations() }
+        return old != raw
+    }
 }

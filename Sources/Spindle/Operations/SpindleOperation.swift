@@ -133,29 +133,15 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         get { QueuePriority.rounding(Int(self.priorityStorage.load(ordering: .relaxed))) }
         set {
             let raw = Int8(newValue.rawValue)
-            let old: Int8
-            if !self.hasObservers.load(ordering: .relaxed) {
-                old = self.priorityStorage.exchange(raw, ordering: .sequentiallyConsistent)
+            if self.hasObservers.load(ordering: .relaxed) {
+                guard self.exchangeObservedPriority(newValue) else { return }
+            } else {
+                let old = self.priorityStorage.exchange(raw, ordering: .sequentiallyConsistent)
                 guard old != raw else { return }
-                // An observer registered meanwhile (it reads the priority under the lock after setting the flag):
-                // tell it.
+                // An observer registered meanwhile (it reads the priority after setting the flag): tell it.
                 if self.hasObservers.load(ordering: .sequentiallyConsistent) {
                     self.emit(.queuePriority, from: .priority(.rounding(Int(old))), to: .priority(newValue))
                 }
-            } else {
-                // Observed: the exchange and its record under one lock, so racing sets are delivered in the order
-                // their values replaced each other, each with its own old and new values.
-                var drain = false
-                old = self.withLocked { l in
-                    let old = self.priorityStorage.exchange(raw, ordering: .sequentiallyConsistent)
-                    if old != raw {
-                        drain = l.recordObservation(.queuePriority, from: .priority(.rounding(Int(old))),
-                                                    to: .priority(newValue))
-                    }
-                    return old
-                }
-                guard old != raw else { return }
-                if drain { self.drainObservations() }
             }
             self.owningQueue?.core.priorityChanged(self)
         }
