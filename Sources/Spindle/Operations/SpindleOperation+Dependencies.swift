@@ -62,19 +62,19 @@ extension SpindleOperation {
     /// it). Removing an operation that is not a dependency does nothing.
     public final func removeDependency(_ operation: SpindleOperation) {
         let (released, drain) = DependencyGraph.lock.withLock { () -> (Bool, Bool) in
-            let listed = self.withLocked { l -> (drain: Bool, listed: Bool) in
+            let (listed, drain) = self.withLocked { l -> (Bool, Bool) in
                 guard let extras = l.extras, let index = extras.dependencies.firstIndex(where: { $0 === operation })
                 else { return (false, false) }
                 // The list before and after, recorded under the lock that changes it (only if someone watches).
                 let before = extras.observation.wants(.dependencies) ? extras.dependencies.array : nil
                 extras.dependencies.remove(at: index)
                 extras.dependencySet?.remove(ObjectIdentifier(operation))
-                guard let before else { return (false, true) }
-                let drain = extras.observation.record(.dependencies, from: .dependencies(before),
-                                                      to: .dependencies(extras.dependencies.array), will: true, did: true)
-                return (drain, true)
+                guard let before else { return (true, false) }
+                let after = extras.dependencies.array
+                return (true, extras.observation.record(.dependencies, from: .dependencies(before),
+                                                        to: .dependencies(after), will: true, did: true))
             }
-            guard listed.listed else { return (false, listed.drain) }
+            guard listed else { return (false, false) }
             // If `operation` still lists us as a dependent, it has not finished: we were counted; uncount.
             let counted = operation.withLocked { upstream -> Bool in
                 let me = Unmanaged.passUnretained(self).toOpaque()
@@ -82,7 +82,7 @@ extension SpindleOperation {
                 upstream.dependents.remove(at: index)
                 return true
             }
-            return (counted, listed.drain)
+            return (counted, drain)
         }
         if drain { self.drainObservations() }
         if released { self.dependencyFinished() }

@@ -137,7 +137,9 @@ extension SpindleOperation {
         let (old, drain) = self.withLocked { l -> (Int8, Bool) in
             let old = self.priorityStorage.exchange(raw, ordering: .sequentiallyConsistent)
             guard old != raw else { return (old, false) }
-            return (old, l.recordObservation(.queuePriority, from: .priority(.rounding(Int(old))), to: .priority(priority)))
+            let drain = l.recordObservation(.queuePriority, from: .priority(.rounding(Int(old))),
+                                            to: .priority(priority))
+            return (old, drain)
         }
         if drain { self.drainObservations() }
         return old != raw
