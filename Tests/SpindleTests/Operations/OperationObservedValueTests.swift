@@ -229,6 +229,30 @@ private let runChanges = [
         ])
     }
 
+    // From a handler, the initial values are queued behind the delivery in progress: delivered by the same thread
+    // once the handler (and the rest of its batch) has returned, with the value at registration.
+    @Test func initialFromAHandlerComesAfterItReturns() {
+        let op = OpProbe()
+        let log = OpLog<String>()
+        let registered = OpFlag()
+        op.observe([.queuePriority]) { op, change in
+            log.add("A \(change.phaseAndKey)")
+            if registered.setFirst() {
+                op.observe([.queuePriority], options: .initial) { _, change in log.add("B \(change)") }
+                log.add("A registered")
+            }
+        }
+        op.queuePriority = .high
+        #expect(log.all == [
+            "A will queuePriority", "A registered", "A did queuePriority", "B initial queuePriority: high",
+        ])
+        op.queuePriority = .low
+        #expect(log.all.suffix(4) == [
+            "A will queuePriority", "B will queuePriority: high → low",
+            "A did queuePriority", "B did queuePriority: high → low",
+        ])
+    }
+
     // A handler held on one thread while the operation moves on: each delivery still carries the values of its
     // own change, not the current ones.
     @Test func lateDeliveryCarriesTheValuesOfEachChangeNotTheCurrentOnes() throws {
