@@ -118,11 +118,19 @@ extension SpindleOperation {
             return list
         }
 
-        /// Records `change` for the observers registered so far; returns whether the caller must drain. Allocates
-        /// nothing when the operation was never observed.
-        mutating func appendObservation(_ change: Change, _ second: Change? = nil) -> Bool {
+        /// Records that `key` changed from `old` to `new` (see `ObservationState.record`); returns whether the
+        /// caller must drain. Allocates nothing when the operation was never observed.
+        mutating func recordObservation(_ key: Key, from old: ObservedValue, to new: ObservedValue,
+                                        will: Bool = true, did: Bool = true) -> Bool {
             guard let extras = self.extras else { return false }
-            return extras.observation.append(change, second)
+            return extras.observation.record(key, from: old, to: new, will: will, did: did)
+        }
+
+        /// Records `did isFinished` (under the lock that makes it finished); returns whether the caller must drain.
+        /// Allocates nothing when the operation was never observed.
+        mutating func recordDidFinish() -> Bool {
+            guard let extras = self.extras else { return false }
+            return extras.observation.record(.isFinished, from: .bool(false), to: .bool(true), will: false, did: true)
         }
     }
 }

@@ -17,14 +17,14 @@ extension SpindleOperation {
     ///   cycle) when `operation` already waits, directly or not, for this one. Nothing changes then.
     public final func addDependency(_ operation: SpindleOperation) throws(SpindleError) {
         if operation === self { throw .selfDependency(name: self.displayName) }
-        let becameUnready = try DependencyGraph.lock.withLock { () throws(SpindleError) -> Bool in
+        let (becameUnready, drain) = try DependencyGraph.lock.withLock { () throws(SpindleError) -> (Bool, Bool) in
             let (listed, hasDependents) = self.withLocked { l -> (Bool, Bool) in
                 guard let extras = l.extras else { return (false, false) }
                 let listed = extras.dependencySet?.contains(ObjectIdentifier(operation))
                     ?? extras.dependencies.contains { $0 === operation }
                 return (listed, !extras.dependents.isEmpty)
             }
-            if listed { return false }
+            if listed { return (false, false) }
             if hasDependents, let cycle = self.pathOfUnfinishedDependencies(from: operation) {
                 throw .dependencyCycle(cycle: ([self] + cycle).map(\.displayName))
             }
@@ -36,8 +36,10 @@ extension SpindleOperation {
                 upstream.dependents.append(Unmanaged.passUnretained(self))
                 return true
             }
-            self.withLocked { l in
+            let drain = self.withLocked { l -> Bool in
                 let extras = l.more
+                // The list before and after, recorded under the lock that changes it (only if someone watches).
+                let before = extras.observation.wants(.dependencies) ? extras.dependencies.array : nil
                 extras.dependencies.append(operation)
                 if extras.dependencySet != nil {
                     extras.dependencySet!.insert(ObjectIdentifier(operation))
@@ -46,33 +48,43 @@ extension SpindleOperation {
                     extras.dependencies.forEach { set.insert(ObjectIdentifier($0)) }
                     extras.dependencySet = set
                 }
+                guard let before else { return false }
+                return extras.observation.record(.dependencies, from: .dependencies(before),
+                                                 to: .dependencies(before + [operation]), will: true, did: true)
             }
-            return counted && wasReady && !self.isReady
+            return (counted && wasReady && !self.isReady, drain)
         }
-        self.emit(.dependencies)
-        if becameUnready { self.emit(.isReady) }
+        if drain { self.drainObservations() }
+        if becameUnready { self.emitFlag(.isReady, to: false) }
     }
 
     /// Stops waiting for `operation`. If nothing else holds this one back it becomes ready (and its queue starts
     /// it). Removing an operation that is not a dependency does nothing.
     public final func removeDependency(_ operation: SpindleOperation) {
-        let released = DependencyGraph.lock.withLock { () -> Bool in
-            let listed = self.withLocked { l -> Bool in
-                guard let index = l.dependencies.firstIndex(where: { $0 === operation }) else { return false }
-                l.dependencies.remove(at: index)
-                l.dependencySet?.remove(ObjectIdentifier(operation))
-                return true
+        let (released, drain) = DependencyGraph.lock.withLock { () -> (Bool, Bool) in
+            let (listed, drain) = self.withLocked { l -> (Bool, Bool) in
+                guard let extras = l.extras, let index = extras.dependencies.firstIndex(where: { $0 === operation })
+                else { return (false, false) }
+                // The list before and after, recorded under the lock that changes it (only if someone watches).
+                let before = extras.observation.wants(.dependencies) ? extras.dependencies.array : nil
+                extras.dependencies.remove(at: index)
+                extras.dependencySet?.remove(ObjectIdentifier(operation))
+                guard let before else { return (true, false) }
+                let after = extras.dependencies.array
+                return (true, extras.observation.record(.dependencies, from: .dependencies(before),
+                                                        to: .dependencies(after), will: true, did: true))
             }
-            guard listed else { return false }
+            guard listed else { return (false, false) }
             // If `operation` still lists us as a dependent, it has not finished: we were counted; uncount.
-            return operation.withLocked { upstream -> Bool in
+            let counted = operation.withLocked { upstream -> Bool in
                 let me = Unmanaged.passUnretained(self).toOpaque()
                 guard let index = upstream.dependents.firstIndex(where: { $0.toOpaque() == me }) else { return false }
                 upstream.dependents.remove(at: index)
                 return true
             }
+            return (counted, drain)
         }
-        self.emit(.dependencies)
+        if drain { self.drainObservations() }
         if released { self.dependencyFinished() }
     }
 

@@ -7,16 +7,29 @@ extension SpindleOperation {
     }
 
     /// One change: `will` comes before the new value is visible (where Spindle can know it in advance),
-    /// `did` after.
+    /// `did` after. Each carries the key's old and new values as they were at that change, captured when it was
+    /// recorded (not read again at delivery), so a late delivery still tells what happened.
     public struct Change: Sendable, Hashable, CustomStringConvertible {
         /// Before (`will`) or after (`did`) the change.
         public enum Phase: Sendable, Hashable { case will, did }
-        /// Whether this is the `will` or the `did` half of the change.
+        /// Whether this is the `will` or the `did` half of the change (`did` for an initial delivery).
         public let phase: Phase
         /// The property that changes.
         public let key: Key
-        /// "will isFinished", "did isExecuting", ... Any thread.
-        public var description: String { "\(self.phase) \(self.key)" }
+        /// The value before the change; nil only for an initial delivery (`isInitial`), which has no before.
+        public let oldValue: ObservedValue?
+        /// The value after the change, in the `will` too (every change Spindle reports is known before it is
+        /// visible, as KVO's `.prior` with `.new` would tell); for an initial delivery, the value at registration.
+        public let newValue: ObservedValue
+        /// Whether this is the delivery `ObservingOptions.initial` asked for (the current value at registration)
+        /// rather than a change.
+        public let isInitial: Bool
+        /// "will isFinished: false → true", "did queuePriority: normal → high", "initial isReady: true". Any
+        /// thread.
+        public var description: String {
+            if self.isInitial { return "initial \(self.key): \(self.newValue)" }
+            return "\(self.phase) \(self.key): \(self.oldValue.map { "\($0)" } ?? "nil") → \(self.newValue)"
+        }
     }
 
     /// A registration; pass it to `removeObserver` to stop deliveries.
@@ -24,24 +37,49 @@ extension SpindleOperation {
         let id: UInt64
     }
 
+    typealias Observer = (id: UInt64, keys: Set<Key>, handler: @Sendable (SpindleOperation, Change) -> Void)
+
     /// Observers and the events waiting for delivery (inside `Locked`). Each pending event carries the id the next
-    /// observer would get at the moment it happened: only observers with a smaller id receive it.
+    /// observer would get at the moment it happened: only observers with a smaller id receive it; or, for an initial
+    /// delivery, the one observer it is for (`target`, 0 for every observer).
     struct ObservationState {
-        var observers: [(id: UInt64, keys: Set<Key>, handler: @Sendable (SpindleOperation, Change) -> Void)] = []
-        var pending: [(change: Change, watermark: UInt64)] = []
+        var observers: [Observer] = []
+        var pending: [(change: Change, watermark: UInt64, target: UInt64)] = []
         var delivering = false
         var nextID: UInt64 = 1
-        /// Set when `did isFinished` is queued: nothing may follow it, so later changes (a racing `cancel`) are
-        /// dropped.
+        /// Set when `did isFinished` is queued, or an observer is registered after the end: nothing may follow it,
+        /// so later changes (a racing `cancel`, a priority set after the end) are dropped.
         var sealed = false
 
-        /// Records an event for the observers registered so far; returns whether the caller must drain.
-        /// Allocates nothing when there are no observers (the common case on the finish path).
-        mutating func append(_ change: Change, _ second: Change? = nil) -> Bool {
+        /// Whether a change of `key` recorded now would reach anyone: not sealed, and an observer watches `key`.
+        func wants(_ key: Key) -> Bool {
+            !self.observers.isEmpty && !self.sealed && self.observers.contains { $0.keys.contains(key) }
+        }
+
+        /// Records a change of `key` from `old` to `new` (its `will`, its `did`, or both) for the observers
+        /// registered so far; returns whether the caller must drain. Allocates nothing when there are no observers
+        /// (the common case on the finish path), and records nothing no observer watches.
+        mutating func record(_ key: Key, from old: ObservedValue, to new: ObservedValue, will: Bool, did: Bool)
+            -> Bool
+        {
             if self.observers.isEmpty || self.sealed { return false }
-            if change.key == .isFinished && change.phase == .did { self.sealed = true }
-            self.pending.append((change, self.nextID))
-            if let second { self.pending.append((second, self.nextID)) }
+            if key == .isFinished && did { self.sealed = true }
+            guard self.observers.contains(where: { $0.keys.contains(key) }) else { return false }
+            if will { self.pending.append((Change(.will, key, from: old, to: new), self.nextID, 0)) }
+            if did { self.pending.append((Change(.did, key, from: old, to: new), self.nextID, 0)) }
+            return self.claimDelivery()
+        }
+
+        /// Queues `changes` for observer `id` alone, ahead of every change recorded later, even once sealed;
+        /// returns whether the caller must drain.
+        mutating func queue(_ changes: [Change], for id: UInt64) -> Bool {
+            if changes.isEmpty { return false }
+            for change in changes { self.pending.append((change, 0, id)) }
+            return self.claimDelivery()
+        }
+
+        /// Makes the caller the delivering thread unless another one is: returns whether it must drain.
+        private mutating func claimDelivery() -> Bool {
             if self.delivering { return false }
             self.delivering = true
             return true
@@ -52,21 +90,36 @@ extension SpindleOperation {
     ///
     /// Delivery: on the thread that made the change (or, when changes race, on the thread already delivering for
     /// this operation), outside every lock, in the order the changes happened, one at a time. Every change after
-    /// registration is delivered exactly once. On finishing, `did isExecuting` comes before `did isFinished`, and
-    /// `did isFinished` is the last change ever delivered. If the operation had already finished when you
-    /// registered, `handler` is called once with `did isFinished` (if observed) so no observer misses the end.
+    /// registration is delivered exactly once, with the old and new values of that change. On finishing,
+    /// `did isExecuting` comes before `did isFinished`, and `did isFinished` is the last change ever delivered. If
+    /// the operation had already finished when you registered, `handler` is called once with `did isFinished` (if
+    /// observed) so no observer misses the end.
+    ///
+    /// With `options: .initial`, `handler` first gets each observed key's value as it was at registration (one
+    /// change per key, `isInitial`, before any later change and before that late `did isFinished`): on the calling
+    /// thread before this returns; or, if this operation's changes are being delivered at that moment (by another
+    /// thread, or by this one when called from a handler), by the delivering thread, before any later change to
+    /// this observer. A state change whose atomic step came just before registration but is recorded just after
+    /// (a racing `cancel`, `start`, finish) can show both in the initial value and as a change delivered after it.
     /// Callable from any thread.
     @discardableResult
-    public final func observe(_ keys: Set<Key> = Set(Key.allCases),
+    public final func observe(_ keys: Set<Key> = Set(Key.allCases), options: ObservingOptions = [],
                               _ handler: @escaping @Sendable (SpindleOperation, Change) -> Void) -> Observation {
-        let (id, alreadyFinished) = self.withLocked { l -> (UInt64, Bool) in
+        let (id, lateFinish, drain) = self.withLocked { l -> (UInt64, Bool, Bool) in
             let id = l.observation.nextID
             l.observation.nextID += 1
             l.observation.observers.append((id, keys, handler))
             self.hasObservers.store(true, ordering: .sequentiallyConsistent)
-            return (id, self.currentState.lifecycle == .finished)
+            let finished = self.currentState.lifecycle == .finished
+            if finished { l.observation.sealed = true }
+            let lateFinish = finished && keys.contains(.isFinished)
+            guard options.contains(.initial) else { return (id, lateFinish, false) }
+            var initial = self.initialChanges(for: keys, in: &l)
+            if lateFinish { initial.append(.didFinish) }  // in the same queue, so after the initial values
+            return (id, false, l.observation.queue(initial, for: id))
         }
-        if alreadyFinished && keys.contains(.isFinished) { handler(self, Change(phase: .did, key: .isFinished)) }
+        if drain { self.drainObservations() }
+        if lateFinish { handler(self, .didFinish) }
         return Observation(id: id)
     }
 
@@ -79,25 +132,12 @@ extension SpindleOperation {
         }
     }
 
-    // MARK: - Emitting
-
-    final func emit(_ key: Key) {
-        guard self.hasObservers.load(ordering: .relaxed) else { return }
-        self.enqueue(Change(phase: .will, key: key), Change(phase: .did, key: key))
-    }
-
-    final func emitWill(_ key: Key) { self.enqueue(Change(phase: .will, key: key)) }
-    final func emitDid(_ key: Key) { self.enqueue(Change(phase: .did, key: key)) }
-
-    private func enqueue(_ change: Change, _ second: Change? = nil) {
-        if self.withLocked({ $0.appendObservation(change, second) }) { self.drainObservations() }
-    }
+    // MARK: - Delivering
 
     /// Delivers pending events until none remain; only the thread that set `delivering` calls it (a combining
     /// queue: events keep their order, user code never runs under the lock).
     final func drainObservations() {
-        typealias Batch = (changes: [(change: Change, watermark: UInt64)],
-                           observers: [(id: UInt64, keys: Set<Key>, handler: @Sendable (SpindleOperation, Change) -> Void)])
+        typealias Batch = (changes: [(change: Change, watermark: UInt64, target: UInt64)], observers: [Observer])
         while true {
             let batch = self.withLocked { l -> Batch? in
                 if l.observation.pending.isEmpty {
@@ -109,8 +149,11 @@ extension SpindleOperation {
                 return (changes, l.observation.observers)
             }
             guard let batch else { return }
-            for (change, watermark) in batch.changes {
-                for observer in batch.observers where observer.id < watermark && observer.keys.contains(change.key) {
+            for (change, watermark, target) in batch.changes {
+                for observer in batch.observers
+                where (target == 0 ? observer.id < watermark : observer.id == target)
+                    && observer.keys.contains(change.key)
+                {
                     // Re-check per call: a handler that removed itself (or another) gets nothing more.
                     let stillRegistered = self.withLocked { l in l.observation.observers.contains { $0.id == observer.id } }
                     if stillRegistered { observer.handler(self, change) }

@@ -132,9 +132,17 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     public final var queuePriority: QueuePriority {
         get { QueuePriority.rounding(Int(self.priorityStorage.load(ordering: .relaxed))) }
         set {
-            let old = self.priorityStorage.exchange(Int8(newValue.rawValue), ordering: .relaxed)
-            guard Int(old) != newValue.rawValue else { return }
-            self.emit(.queuePriority)
+            let raw = Int8(newValue.rawValue)
+            if self.hasObservers.load(ordering: .relaxed) {
+                guard self.exchangeObservedPriority(newValue) else { return }
+            } else {
+                let old = self.priorityStorage.exchange(raw, ordering: .sequentiallyConsistent)
+                guard old != raw else { return }
+                // An observer registered meanwhile (it reads the priority after setting the flag): tell it.
+                if self.hasObservers.load(ordering: .sequentiallyConsistent) {
+                    self.emit(.queuePriority, from: .priority(.rounding(Int(old))), to: .priority(newValue))
+                }
+            }
             self.owningQueue?.core.priorityChanged(self)
         }
     }
@@ -230,7 +238,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
                 expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
             if done {
                 // Only the call that won reports anything: a start that lost to cancel() never says "executing".
-                if self.hasObservers.load(ordering: .relaxed) { self.emit(.isExecuting) }
+                if self.hasObservers.load(ordering: .relaxed) { self.emitFlag(.isExecuting, to: true) }
                 return true
             }
             current = OperationState(raw: seen)
@@ -252,8 +260,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         }
         // Only the winner reports: a losing finish() delivers nothing (so nothing can follow `did isFinished`).
         if self.hasObservers.load(ordering: .relaxed) {
-            if current.lifecycle == .executing { self.emit(.isExecuting) }
-            self.emitWill(.isFinished)
+            if current.lifecycle == .executing { self.emitFlag(.isExecuting, to: false) }
+            self.emitFlag(.isFinished, to: true, did: false)
         }
         // finishing → finished under the lock; take everything the rest of the path needs. Without a completion
         // block nothing runs between finishing and releasing the dependents, so they are taken here too (one lock
@@ -273,7 +281,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             let deadline = l.extras?.deadlineEntry
             if deadline != nil { l.deadlineEntry = nil }
             // Appended under the same lock that made it finished: observers registered later get it from `observe`.
-            let drain = l.appendObservation(Change(phase: .did, key: .isFinished))
+            let drain = l.recordDidFinish()
             let completion = l.takeCompletionBlock()
             if completion == nil {
                 self.dependentsReleased = true
@@ -340,10 +348,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             let (done, seen) = self.state.compareExchange(
                 expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
             if done {
-                if self.hasObservers.load(ordering: .relaxed) {
-                    self.emitWill(.isCancelled)
-                    self.emitDid(.isCancelled)
-                }
+                if self.hasObservers.load(ordering: .relaxed) { self.emitFlag(.isCancelled, to: true) }
                 if !current.isReady { self.becameReady() }
                 return
             }
@@ -355,10 +360,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// whether the queue left it to the calling worker (see `QueueCore.scheduleReady`).
     @discardableResult
     final func becameReady(selfServe: Bool = false) -> Bool {
-        if self.hasObservers.load(ordering: .relaxed) {
-            self.emitWill(.isReady)
-            self.emitDid(.isReady)
-        }
+        if self.hasObservers.load(ordering: .relaxed) { self.emitFlag(.isReady, to: true) }
         return self.scheduleIfEnqueued(selfServe: selfServe)
     }
 

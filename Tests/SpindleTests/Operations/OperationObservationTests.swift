@@ -60,7 +60,7 @@ private typealias Change = SpindleOperation.Change
             op.name = "reentrant"
             let extra = op.observe([.isCancelled]) { _, _ in }
             op.removeObserver(extra)
-            if change == Change(phase: .did, key: .isExecuting), nested.value == nil {
+            if change.phase == .did && change.key == .isExecuting, nested.value == nil {
                 nested.value = op.observe([.isFinished]) { _, change in
                     if change.phase == .did { nestedFinished.increment() }
                 }
@@ -96,7 +96,7 @@ private typealias Change = SpindleOperation.Change
         let log = OpLog<String>()
         let registration = OpBox<SpindleOperation.Observation?>(nil)
         registration.value = op.observe([.queuePriority, .isCancelled]) { op, change in
-            log.add("\(change)")
+            log.add(change.phaseAndKey)
             if let registration = registration.value { op.removeObserver(registration) }
         }
         op.queuePriority = .high
@@ -131,7 +131,7 @@ private typealias Change = SpindleOperation.Change
         let log = OpLog<String>()
         op.observe([.queuePriority]) { _, change in
             if inFlight.increment() != 1 { overlaps.increment() }
-            log.add("\(change)")
+            log.add(change.phaseAndKey)
             inFlight.decrement()
         }
         let flippers = try (0..<2).map { i in
@@ -156,8 +156,8 @@ private typealias Change = SpindleOperation.Change
         let release = opSemaphore()
         let held = OpFlag()
         op.observe { _, change in
-            log.add("\(change)")
-            if change == Change(phase: .will, key: .isExecuting), held.setFirst() {
+            log.add(change.phaseAndKey)
+            if change.phase == .will && change.key == .isExecuting, held.setFirst() {
                 inHandler.signal()
                 _ = release.wait(timeout: opDeadline)
             }
@@ -188,8 +188,8 @@ private typealias Change = SpindleOperation.Change
         let release = opSemaphore()
         let held = OpFlag()
         op.observe { _, change in
-            log.add("\(change)")
-            if change == Change(phase: .will, key: .isExecuting), held.setFirst() {
+            log.add(change.phaseAndKey)
+            if change.phase == .will && change.key == .isExecuting, held.setFirst() {
                 inHandler.signal()
                 _ = release.wait(timeout: opDeadline)
             }

@@ -100,7 +100,7 @@ private final class RacingPair: Sendable {
             let op = OpProbe()
             let log = OpLog<String>()
             guard pair.round({ try? op.start() },
-                             { op.observe { _, change in log.add("\(change)") } }) else {
+                             { op.observe { _, change in log.add(change.phaseAndKey) } }) else {
                 failures.append("round \(round): a side hung")
                 break
             }

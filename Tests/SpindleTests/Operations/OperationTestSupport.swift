@@ -142,11 +142,16 @@ final class OpManualAsync: SpindleOperation, @unchecked Sendable {
     override func start() throws { try self.beginExecuting() }
 }
 
+extension SpindleOperation.Change {
+    /// "will isExecuting", "did isFinished": the phase and the key, without the values `description` shows.
+    var phaseAndKey: String { "\(self.phase) \(self.key)" }
+}
+
 /// Records every change delivered to one observer as "will isExecuting", "did isFinished", ….
 func opRecordChanges(_ op: SpindleOperation,
                      keys: Set<SpindleOperation.Key> = Set(SpindleOperation.Key.allCases)) -> OpLog<String> {
     let log = OpLog<String>()
-    op.observe(keys) { _, change in log.add("\(change)") }
+    op.observe(keys) { _, change in log.add(change.phaseAndKey) }
     return log
 }
 

@@ -147,8 +147,8 @@ import Testing
         #expect(barrier.name == "barrier")
         let changes = QTLog<String>()
         barrier.observe([.isExecuting, .isFinished]) { _, change in
-            changes.append("\(change)")
-            if change == .init(phase: .did, key: .isFinished) { log.append("observed did isFinished") }
+            changes.append(change.phaseAndKey)
+            if change.phase == .did && change.key == .isFinished { log.append("observed did isFinished") }
         }
         barrier.completionBlock = { log.append("barrier-completion") }
         let barrierWasFinishedWhenCStarted = QTLog<Bool>()
@@ -183,7 +183,7 @@ import Testing
         #expect(try barrier.waitUntilFinished(timeout: .zero))
         #expect(barrier.name == "barrier")
         let observed = QTLog<String>()
-        barrier.observe([.isFinished]) { _, change in observed.append("\(change)") }
+        barrier.observe([.isFinished]) { _, change in observed.append(change.phaseAndKey) }
         #expect(observed.all == ["did isFinished"])  // an observer registered after the end is told once
         #expect(!ran.isSet)
         #expect(queue.operationCount == 0)

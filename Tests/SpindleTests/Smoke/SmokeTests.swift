@@ -77,7 +77,7 @@ final class Recorder: @unchecked Sendable {
         let rec = Recorder()
         let op = MyOp(rec)
         let changes = Recorder()
-        op.observe([.isExecuting, .isFinished]) { _, c in changes.add("\(c)") }
+        op.observe([.isExecuting, .isFinished]) { _, c in changes.add(c.phaseAndKey) }
         #expect(SpindleOperation.perform(op))
         rec.add("after")
         #expect(try op.waitUntilFinished(timeout: .seconds(10)))
