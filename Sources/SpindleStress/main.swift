@@ -47,12 +47,14 @@ let allScenarios: [Scenario] = [
              invariants: BackpressureScenario.invariants, run: BackpressureScenario.run),
     Scenario(name: "shutdown", summary: "queues shut down (drain, cancel, escalate) while producers add and block",
              invariants: ShutdownScenario.invariants, run: ShutdownScenario.run),
+    Scenario(name: "retry", summary: "retry operations with random plans, backoffs, cancels and deadlines",
+             invariants: RetryScenario.invariants, run: RetryScenario.run),
 ]
 
 let usage = """
     usage: spindle-stress [options]
       --scenarios a,b,c   scenarios to run, in this order (default: all; see --list)
-      --duration SECONDS  time per scenario (default 4.5; the default pass takes about a minute)
+      --duration SECONDS  time per scenario (default 4.5; the default pass takes about 90 s)
       --ops N             cap on operations per scenario (default 2000000)
       --threads N         adder/canceller threads (default 4)
       --seed N            seed (decimal or 0x hex; default: random, printed at start)

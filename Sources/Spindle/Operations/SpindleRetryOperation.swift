@@ -6,7 +6,7 @@
 ///     SpindleInvocationOperation { try download(url) }
 /// }
 /// fetch.cancel(after: .seconds(10))     // the deadline stops the retries too
-/// queue.addOperation(fetch)
+/// try queue.addOperation(fetch)
 /// ```
 ///
 /// Attempts run inside this operation, one after another, on the thread that runs it: each is started with

@@ -1,0 +1,106 @@
+import Spindle
+import Synchronization
+
+// `retry`: retry operations on a serial and a 3-wide queue, each with a random plan (the attempt that succeeds, or
+// none; 1-4 attempts; no backoff or up to 300 µs), some cancelled from another thread at a random moment, some
+// with a deadline. Invariants:
+// - `attempts`: a retry not cancelled made exactly min(success attempt, maxAttempts) attempts;
+// - `outcome`: not cancelled: no error and the succeeding attempt's result after a success; else the last
+//   attempt's error, with every attempt's error in order; cancelled: no attempt after the last one it made;
+// - `ran-after-cancel`: no attempt's `main` began after `cancel()` returned;
+// - `not-finished`: every retry finished (the queues drained).
+
+struct RetryFailure: Error, Equatable { let attempt: Int }
+
+/// One retry and what the scenario decided for it.
+final class RetryPlan: @unchecked Sendable {
+    let succeedsOn: Int  // 0: never
+    let maxAttempts: Int
+    let cancelReturned = Atomic<Bool>(false)
+    let lateRuns = Atomic<Int>(0)
+    var retry: SpindleRetryOperation! = nil  // set once, before the retry is added
+
+    init(succeedsOn: Int, maxAttempts: Int) {
+        self.succeedsOn = succeedsOn
+        self.maxAttempts = maxAttempts
+    }
+
+    /// Attempt `n`: records a run that began after `cancel()` returned; fails unless `n` is the chosen one.
+    func attempt(_ n: Int, work: UInt64) -> SpindleOperation {
+        SpindleInvocationOperation { [self] in
+            if self.cancelReturned.load(ordering: .acquiring) { self.lateRuns.add(1, ordering: .relaxed) }
+            spin(ns: work)
+            if n != self.succeedsOn { throw RetryFailure(attempt: n) }
+            return n
+        }
+    }
+}
+
+enum RetryScenario {
+    static let invariants = ["attempts", "outcome", "ran-after-cancel", "not-finished"]
+
+    static func run(_ ctx: ScenarioContext) {
+        var rng = SplitMix64.derive(ctx.seed, 19)
+        let queues = [ctx.makeQueue("retry-serial", width: 1), ctx.makeQueue("retry-3", width: 3)]
+        var rounds = 0
+        while ctx.running {
+            var plans: [(RetryPlan, cancel: Bool)] = []
+            for _ in 0..<32 {
+                let maxAttempts = rng.int(1...4)
+                let plan = RetryPlan(succeedsOn: rng.int(0...(maxAttempts + 1)), maxAttempts: maxAttempts)
+                let backoff: SpindleRetryOperation.Backoff =
+                    rng.int(0...1) == 0 ? .immediately : .constant(.microseconds(rng.int(1...300)))
+                let work = UInt64(rng.int(0...20_000))
+                plan.retry = try! SpindleRetryOperation(maxAttempts: maxAttempts, backoff: backoff) { [plan] n in
+                    plan.attempt(n, work: work)
+                }
+                if rng.int(0...9) == 0 { plan.retry.cancel(after: .microseconds(rng.int(1...500))) }
+                plans.append((plan, cancel: rng.int(0...3) == 0))
+            }
+            for (i, entry) in plans.enumerated() { try! queues[i % 2].addOperation(entry.0.retry) }
+            // Cancel a quarter of them at random moments, from another thread.
+            let toCancel = plans.filter(\.cancel).map(\.0)
+            let pauses = toCancel.map { _ in rng.int(0...200) }
+            runThreads(ctx, 1, name: "retry-cancel") { _ in
+                for (plan, pause) in zip(toCancel, pauses) {
+                    sleepMicros(pause)
+                    plan.retry.cancel()
+                    plan.cancelReturned.store(true, ordering: .releasing)
+                }
+            }
+            guard ctx.drain(queues) else { ctx.violation("not-finished", "round \(rounds) did not drain"); return }
+            for (plan, _) in plans { self.check(ctx, plan) }
+            ctx.count(plans.count)
+            rounds += 1
+        }
+        ctx.figure("rounds", "\(rounds)")
+    }
+
+    static func check(_ ctx: ScenarioContext, _ plan: RetryPlan) {
+        let retry = plan.retry!
+        ctx.check(retry.isFinished, "not-finished", "a retry of queue drained but not finished")
+        ctx.check(plan.lateRuns.load(ordering: .relaxed) == 0, "ran-after-cancel",
+                  "\(plan.lateRuns.load(ordering: .relaxed)) attempt(s) began after cancel() returned")
+        let made = retry.attemptsMade
+        let errors = retry.attemptErrors.map { ($0 as? RetryFailure)?.attempt ?? -1 }
+        let succeeded = plan.succeedsOn >= 1 && plan.succeedsOn <= plan.maxAttempts
+        if retry.isCancelled {
+            // Stopped somewhere: every attempt it made before the last failed, in order.
+            ctx.check(made <= plan.maxAttempts && Array(errors.prefix(max(made - 1, 0))) == Array(1..<max(made, 1)),
+                      "outcome", "cancelled retry: made \(made), errors \(errors)")
+            return
+        }
+        let expected = succeeded ? plan.succeedsOn : plan.maxAttempts
+        ctx.check(made == expected, "attempts", "made \(made), expected \(expected) (plan \(plan.succeedsOn)/\(plan.maxAttempts))")
+        if succeeded {
+            let result = (retry.succeededAttempt as? SpindleInvocationOperation<Int>).flatMap { try? $0.result() }
+            ctx.check(retry.error == nil && result == plan.succeedsOn && errors == Array(1..<plan.succeedsOn),
+                      "outcome", "success on \(plan.succeedsOn): error \(String(describing: retry.error)), result "
+                          + "\(String(describing: result)), errors \(errors)")
+        } else {
+            ctx.check((retry.error as? RetryFailure) == RetryFailure(attempt: plan.maxAttempts)
+                          && errors == Array(1...plan.maxAttempts) && retry.succeededAttempt == nil,
+                      "outcome", "no success: error \(String(describing: retry.error)), errors \(errors)")
+        }
+    }
+}
