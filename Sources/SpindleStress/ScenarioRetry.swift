@@ -7,7 +7,8 @@ import Synchronization
 // - `attempts`: a retry not cancelled made exactly min(success attempt, maxAttempts) attempts;
 // - `outcome`: not cancelled: no error and the succeeding attempt's result after a success; else the last
 //   attempt's error, with every attempt's error in order; cancelled: no attempt after the last one it made;
-// - `ran-after-cancel`: no attempt's `main` began after `cancel()` returned;
+// - `ran-after-cancel`: no attempt's `main` began after `cancel()` returned, unless cancel() cancelled that attempt
+//   (it was the running one; `main` checks `isCancelled` then);
 // - `not-finished`: every retry finished (the queues drained).
 
 struct RetryFailure: Error, Equatable { let attempt: Int }
@@ -25,14 +26,30 @@ final class RetryPlan: @unchecked Sendable {
         self.maxAttempts = maxAttempts
     }
 
-    /// Attempt `n`: records a run that began after `cancel()` returned; fails unless `n` is the chosen one.
-    func attempt(_ n: Int, work: UInt64) -> SpindleOperation {
-        SpindleInvocationOperation { [self] in
-            if self.cancelReturned.load(ordering: .acquiring) { self.lateRuns.add(1, ordering: .relaxed) }
-            spin(ns: work)
-            if n != self.succeedsOn { throw RetryFailure(attempt: n) }
-            return n
+    /// Attempt `n`: fails unless `n` is the chosen one.
+    func attempt(_ n: Int, work: UInt64) -> SpindleOperation { RetryAttempt(plan: self, attempt: n, work: work) }
+}
+
+/// One attempt. A `main` that begins after the retry's `cancel()` returned must belong to an attempt that cancel()
+/// cancelled (it was running or about to start, and gets `isCancelled` to stop on); one that was not cancelled began
+/// although the retry had stopped: `ran-after-cancel`.
+final class RetryAttempt: SpindleOperation, @unchecked Sendable {
+    let plan: RetryPlan
+    let attempt: Int
+    let work: UInt64
+
+    init(plan: RetryPlan, attempt: Int, work: UInt64) {
+        self.plan = plan
+        self.attempt = attempt
+        self.work = work
+    }
+
+    override func main() throws {
+        if self.plan.cancelReturned.load(ordering: .acquiring) && !self.isCancelled {
+            self.plan.lateRuns.add(1, ordering: .relaxed)
         }
+        spin(ns: self.work)
+        if self.attempt != self.plan.succeedsOn { throw RetryFailure(attempt: self.attempt) }
     }
 }
 
@@ -93,7 +110,7 @@ enum RetryScenario {
         let expected = succeeded ? plan.succeedsOn : plan.maxAttempts
         ctx.check(made == expected, "attempts", "made \(made), expected \(expected) (plan \(plan.succeedsOn)/\(plan.maxAttempts))")
         if succeeded {
-            let result = (retry.succeededAttempt as? SpindleInvocationOperation<Int>).flatMap { try? $0.result() }
+            let result = (retry.succeededAttempt as? RetryAttempt)?.attempt
             ctx.check(retry.error == nil && result == plan.succeedsOn && errors == Array(1..<plan.succeedsOn),
                       "outcome", "success on \(plan.succeedsOn): error \(String(describing: retry.error)), result "
                           + "\(String(describing: result)), errors \(errors)")

@@ -127,9 +127,12 @@ extension SpindleOperation {
     /// thread has already begun may still reach the handler (just after this returns) or finish. Callable from
     /// any thread, also from inside the handler itself (then nothing more reaches it).
     public final func removeObserver(_ observation: Observation) {
-        self.withLocked { l in
+        let removed = self.withLocked { l -> [Observer] in
+            let removed = l.observation.observers.filter { $0.id == observation.id }
             l.observation.observers.removeAll { $0.id == observation.id }
+            return removed
         }
+        _ = removed  // the handler (and its captures) released here, outside the lock: their deinit is user code
     }
 
     // MARK: - Delivering

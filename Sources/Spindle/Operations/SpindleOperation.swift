@@ -138,9 +138,16 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             } else {
                 let old = self.priorityStorage.exchange(raw, ordering: .sequentiallyConsistent)
                 guard old != raw else { return }
-                // An observer registered meanwhile (it reads the priority after setting the flag): tell it.
+                // An observer registered meanwhile (it reads the priority after setting the flag): tell it, under
+                // the lock and only if no later set replaced this value (that one recorded its own change, whose
+                // old value is ours: recording ours after it would deliver them out of order).
                 if self.hasObservers.load(ordering: .sequentiallyConsistent) {
-                    self.emit(.queuePriority, from: .priority(.rounding(Int(old))), to: .priority(newValue))
+                    let drain = self.withLocked { l -> Bool in
+                        guard self.priorityStorage.load(ordering: .sequentiallyConsistent) == raw else { return false }
+                        return l.recordObservation(.queuePriority, from: .priority(.rounding(Int(old))),
+                                                   to: .priority(newValue))
+                    }
+                    if drain { self.drainObservations() }
                 }
             }
             self.owningQueue?.core.priorityChanged(self)

@@ -187,7 +187,6 @@ extension SpindleThread {
         self.kernelLock.lock()
         self.handleStorage.store(UInt(me), ordering: .releasing)
         self.tidStorage.store(tid, ordering: .releasing)
-        self.lifecycle.store(Lifecycle.running.rawValue, ordering: .releasing)
         self.fieldsLock.lock()  // `name` would take it too; kernelLock before fieldsLock
         let name = self.nameValue
         self.fieldsLock.unlock()
@@ -195,6 +194,8 @@ extension SpindleThread {
         // Always set our own nice value: a new thread inherits its creator's, which may not be ours.
         let wanted = SpindleThread.niceValue(forPriority: self.priority)
         if cshim_getpriority_thread(tid) != wanted { _ = cshim_setpriority_thread(tid, wanted) }
+        // Running only now: whoever sees isExecuting finds the name and nice value already applied.
+        self.lifecycle.store(Lifecycle.running.rawValue, ordering: .releasing)
         self.kernelLock.unlock()
         if case .entry(let entry)? = self.copyWork() {
             entry.runOnSpawnedThread()

@@ -45,8 +45,9 @@ import Synchronization
 ///   either.
 ///
 /// Start-up of a started thread (all before `main()`, in this order): it becomes its own `current` (its
-/// `ThreadContext`, made by the starter, is installed), then under `kernelLock` publishes handle, kernel id and
-/// `.running`, gives the kernel its name (`prctl`) and sets its nice value if the inherited one differs. Three
+/// `ThreadContext`, made by the starter, is installed), then under `kernelLock` publishes handle and kernel id,
+/// gives the kernel its name (`prctl`), sets its nice value if the inherited one differs, and only then stores
+/// `.running` (so whoever sees `isExecuting` finds name and nice value applied). Three
 /// syscalls: `gettid`, `prctl(PR_SET_NAME)`, `getpriority` (plus `setpriority` when the creator's nice value was
 /// not the one wanted). So the name is in /proc and the priority applied before any user code runs there. The
 /// stack size was given to `pthread_create`.
@@ -89,7 +90,7 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     enum Origin: UInt8 { case made, main, adopted }
 
     /// Whether this is the process's main thread.
-    public var isMain: Bool { self.origin == .main }
+    public final var isMain: Bool { self.origin == .main }
     /// A thread Spindle did not create (met through `current`): its kernel state is only changed from itself,
     /// since nothing tells us when it exits.
     var isAdopted: Bool { self.origin == .adopted }
@@ -217,15 +218,15 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     // MARK: - State, name and priority
 
     /// The kernel thread id (0 until the thread has started running).
-    public var threadID: Int32 { self.tidStorage.load(ordering: .acquiring) }
+    public final var threadID: Int32 { self.tidStorage.load(ordering: .acquiring) }
 
     /// Whether the thread's `main()` is running: from just before it is called until it has returned. False
     /// before the start, and while a start is still creating the pthread.
-    public var isExecuting: Bool { self.lifecycle.load(ordering: .acquiring) == Lifecycle.running.rawValue }
+    public final var isExecuting: Bool { self.lifecycle.load(ordering: .acquiring) == Lifecycle.running.rawValue }
 
     /// Whether the thread is done: its `main()` has returned (and the body was released), or it was cancelled
     /// before it started and so never ran.
-    public var isFinished: Bool { self.lifecycle.load(ordering: .acquiring) == Lifecycle.exited.rawValue }
+    public final var isFinished: Bool { self.lifecycle.load(ordering: .acquiring) == Lifecycle.exited.rawValue }
 
     /// The thread's name: at most 15 bytes, cut on a UTF-8 boundary. Readable and settable from any thread at any
     /// time. Setting it also renames the thread in the kernel (a thread not started yet, or started and not yet
@@ -233,7 +234,7 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// containers: ignored), on a thread that has exited, and on a thread Spindle did not spawn, other than the
     /// main thread, set from another thread (only that thread renames itself there); in those cases only the
     /// stored value changes.
-    public var name: String {
+    public final var name: String {
         get {
             self.fieldsLock.lock()
             defer { self.fieldsLock.unlock() }
@@ -272,12 +273,12 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// return the value last set. Setting applies the nice value to this one thread; raising priority above the
     /// process's needs CAP_SYS_NICE, and then the kernel keeps its old value (the call reports false). Set before
     /// the start, it is applied by the thread's start-up, before `main()` runs.
-    public var priority: Double { Double(bitPattern: self.priorityBits.load(ordering: .relaxed)) }
+    public final var priority: Double { Double(bitPattern: self.priorityBits.load(ordering: .relaxed)) }
 
     /// Sets `priority` (see there). Returns whether the kernel accepted the new nice value; false when there was
     /// nothing to apply it to yet (not started: the start applies it) or any more (exited).
     @discardableResult
-    public func setPriority(_ value: Double) -> Bool {
+    public final func setPriority(_ value: Double) -> Bool {
         let clamped = SpindleThread.clampPriority(value)
         return self.withKernelLock {  // see `name`: the same rule for the nice value
             self.priorityBits.store(clamped.bitPattern, ordering: .relaxed)
