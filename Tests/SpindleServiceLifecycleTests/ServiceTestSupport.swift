@@ -6,7 +6,10 @@ import Spindle
 // (a queue has been shut down, a thread has exited) until a deadline, yielding between checks.
 
 /// How long a test waits for something that should happen at once before it fails instead of hanging.
-let patience: Duration = .seconds(20)
+/// Generous: these suites share one test process with 600 others on a cooperative pool of one thread per core (2
+/// here), and under ThreadSanitizer synchronous tests have held that pool for over 20 s (a 1 ms sampling loop then
+/// got no thread until the old 20 s bound ran out). Only a failing test waits this long.
+let patience: Duration = .seconds(120)
 
 /// Runs `work`, giving up after `patience`: nil if it did not return in time (it is then cancelled, and the
 /// awaits it uses are cancellable). The sleep is only the bound raced against `work`, which wins at once when the
