@@ -120,17 +120,20 @@ extension SpindleOperation {
 
         /// Records that `key` changed from `old` to `new` (see `ObservationState.record`); returns whether the
         /// caller must drain. Allocates nothing when the operation was never observed.
+        /// `now`: the state word, read under the lock.
         mutating func recordObservation(_ key: Key, from old: ObservedValue, to new: ObservedValue,
-                                        will: Bool = true, did: Bool = true) -> Bool {
+                                        will: Bool = true, did: Bool = true, now: OperationState) -> Bool {
             guard let extras = self.extras else { return false }
-            return extras.observation.record(key, from: old, to: new, will: will, did: did)
+            return extras.observation.record(key, from: old, to: new, will: will, did: did, now: now)
         }
 
-        /// Records `did isFinished` (under the lock that makes it finished); returns whether the caller must drain.
-        /// Allocates nothing when the operation was never observed.
-        mutating func recordDidFinish() -> Bool {
+        /// Records `did isFinished` (under the lock that makes it finished, `now` the finished state word), after
+        /// any `isCancelled`/`isReady` change not recorded yet; returns whether the caller must drain. Allocates
+        /// nothing when the operation was never observed.
+        mutating func recordDidFinish(now: OperationState) -> Bool {
             guard let extras = self.extras else { return false }
-            return extras.observation.record(.isFinished, from: .bool(false), to: .bool(true), will: false, did: true)
+            return extras.observation.record(.isFinished, from: .bool(false), to: .bool(true), will: false, did: true,
+                                             now: now)
         }
     }
 }

@@ -50,12 +50,13 @@ extension SpindleOperation {
                 }
                 guard let before else { return false }
                 return extras.observation.record(.dependencies, from: .dependencies(before),
-                                                 to: .dependencies(before + [operation]), will: true, did: true)
+                                                 to: .dependencies(before + [operation]), will: true, did: true,
+                                                 now: self.currentState)
             }
             return (counted && wasReady && !self.isReady, drain)
         }
         if drain { self.drainObservations() }
-        if becameUnready { self.emitFlag(.isReady, to: false) }
+        if becameUnready { self.emitReadinessFlags() }
     }
 
     /// Stops waiting for `operation`. If nothing else holds this one back it becomes ready (and its queue starts
@@ -72,7 +73,8 @@ extension SpindleOperation {
                 guard let before else { return (true, false) }
                 let after = extras.dependencies.array
                 return (true, extras.observation.record(.dependencies, from: .dependencies(before),
-                                                        to: .dependencies(after), will: true, did: true))
+                                                        to: .dependencies(after), will: true, did: true,
+                                                        now: self.currentState))
             }
             guard listed else { return (false, false) }
             // If `operation` still lists us as a dependent, it has not finished: we were counted; uncount.

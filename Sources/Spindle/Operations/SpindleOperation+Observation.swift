@@ -50,6 +50,15 @@ extension SpindleOperation {
         /// Set when `did isFinished` is queued, or an observer is registered after the end: nothing may follow it,
         /// so later changes (a racing `cancel`, a priority set after the end) are dropped.
         var sealed = false
+        /// The values of `isReady` and `isCancelled` as the observers know them: read from the state word when the
+        /// first observer registers, then moved only by `reconcile`. These two flags change by a compare-and-swap
+        /// outside the lock and are recorded after it, so racing records could come in the opposite order of the
+        /// swaps; instead, every record (of any key) first compares the state word, read under the lock, with these
+        /// and records the difference. So each key's changes form a chain (each old value is the previous new
+        /// one), the last one recorded is the current value, and a `cancel` is recorded before the `isFinished`
+        /// that follows it. A flicker whose two swaps both happened before one reconcile is not reported.
+        var shownReady = true
+        var shownCancelled = false
 
         /// Whether a change of `key` recorded now would reach anyone: not sealed, and an observer watches `key`.
         func wants(_ key: Key) -> Bool {
@@ -59,15 +68,57 @@ extension SpindleOperation {
         /// Records a change of `key` from `old` to `new` (its `will`, its `did`, or both) for the observers
         /// registered so far; returns whether the caller must drain. Allocates nothing when there are no observers
         /// (the common case on the finish path), and records nothing no observer watches.
-        mutating func record(_ key: Key, from old: ObservedValue, to new: ObservedValue, will: Bool, did: Bool)
-            -> Bool
+        /// `now` is the state word, read under the lock: `isReady` and `isCancelled` are reconciled with it first.
+        mutating func record(_ key: Key, from old: ObservedValue, to new: ObservedValue, will: Bool, did: Bool,
+                             now: OperationState) -> Bool
         {
             if self.observers.isEmpty || self.sealed { return false }
-            if key == .isFinished && did { self.sealed = true }
-            guard self.observers.contains(where: { $0.keys.contains(key) }) else { return false }
+            let before = self.pending.count
+            if key == .dependencies {
+                // A new or removed dependency comes before the readiness it changes (as Foundation's KVO tells it).
+                self.append(key, from: old, to: new, will: will, did: did)
+                self.reconcile(now)
+            } else {
+                self.reconcile(now)
+                if key == .isFinished && did { self.sealed = true }
+                self.append(key, from: old, to: new, will: will, did: did)
+            }
+            return self.pending.count > before && self.claimDelivery()
+        }
+
+        /// Records the changes of `isReady` and `isCancelled` between what observers were told and `now` (the state
+        /// word, read under the lock); returns whether the caller must drain.
+        mutating func recordFlags(now: OperationState) -> Bool {
+            if self.observers.isEmpty || self.sealed { return false }
+            let before = self.pending.count
+            self.reconcile(now)
+            return self.pending.count > before && self.claimDelivery()
+        }
+
+        /// Called when the first observer registers: what the flags are now is what observers start from.
+        mutating func startShowing(_ now: OperationState) {
+            self.shownReady = now.isReady
+            self.shownCancelled = now.isCancelled
+        }
+
+        /// Brings `shownCancelled` and `shownReady` (in that order: a cancel makes an operation ready) to `now`,
+        /// queueing a `will` and a `did` for each that moved.
+        private mutating func reconcile(_ now: OperationState) {
+            if now.isCancelled != self.shownCancelled {
+                self.shownCancelled = now.isCancelled
+                self.append(.isCancelled, from: .bool(!now.isCancelled), to: .bool(now.isCancelled), will: true, did: true)
+            }
+            if now.isReady != self.shownReady {
+                self.shownReady = now.isReady
+                self.append(.isReady, from: .bool(!now.isReady), to: .bool(now.isReady), will: true, did: true)
+            }
+        }
+
+        /// Queues the change for the observers registered so far that watch `key`.
+        private mutating func append(_ key: Key, from old: ObservedValue, to new: ObservedValue, will: Bool, did: Bool) {
+            guard self.observers.contains(where: { $0.keys.contains(key) }) else { return }
             if will { self.pending.append((Change(.will, key, from: old, to: new), self.nextID, 0)) }
             if did { self.pending.append((Change(.did, key, from: old, to: new), self.nextID, 0)) }
-            return self.claimDelivery()
         }
 
         /// Queues `changes` for observer `id` alone, ahead of every change recorded later, even once sealed;
@@ -100,12 +151,21 @@ extension SpindleOperation {
     /// thread before this returns; or, if this operation's changes are being delivered at that moment (by another
     /// thread, or by this one when called from a handler), by the delivering thread, before any later change to
     /// this observer. A state change whose atomic step came just before registration but is recorded just after
-    /// (a racing `cancel`, `start`, finish) can show both in the initial value and as a change delivered after it.
+    /// (a racing `start` or finish) can show both in the initial value and as a change delivered after it; not so
+    /// for `isReady` and `isCancelled`, whose moves are told to the earlier observers only (see `shownReady`).
     /// Callable from any thread.
     @discardableResult
     public final func observe(_ keys: Set<Key> = Set(Key.allCases), options: ObservingOptions = [],
                               _ handler: @escaping @Sendable (SpindleOperation, Change) -> Void) -> Observation {
         let (id, lateFinish, drain) = self.withLocked { l -> (UInt64, Bool, Bool) in
+            // Flags that moved before this registration are told to the earlier observers only (their watermark is
+            // this id), so the new observer starts from the current values.
+            var flagsDrain = false
+            if l.observation.observers.isEmpty {
+                l.observation.startShowing(self.currentState)
+            } else {
+                flagsDrain = l.observation.recordFlags(now: self.currentState)
+            }
             let id = l.observation.nextID
             l.observation.nextID += 1
             l.observation.observers.append((id, keys, handler))
@@ -113,10 +173,11 @@ extension SpindleOperation {
             let finished = self.currentState.lifecycle == .finished
             if finished { l.observation.sealed = true }
             let lateFinish = finished && keys.contains(.isFinished)
-            guard options.contains(.initial) else { return (id, lateFinish, false) }
+            guard options.contains(.initial) else { return (id, lateFinish, flagsDrain) }
             var initial = self.initialChanges(for: keys, in: &l)
             if lateFinish { initial.append(.didFinish) }  // in the same queue, so after the initial values
-            return (id, false, l.observation.queue(initial, for: id))
+            let initialDrain = l.observation.queue(initial, for: id)
+            return (id, false, flagsDrain || initialDrain)
         }
         if drain { self.drainObservations() }
         if lateFinish { handler(self, .didFinish) }

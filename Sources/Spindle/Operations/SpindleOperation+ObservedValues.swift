@@ -119,14 +119,25 @@ extension SpindleOperation {
     /// if this thread must. Does nothing, allocating nothing, without observers.
     final func emit(_ key: Key, from old: ObservedValue, to new: ObservedValue, will: Bool = true, did: Bool = true) {
         guard self.hasObservers.load(ordering: .relaxed) else { return }
-        if self.withLocked({ $0.recordObservation(key, from: old, to: new, will: will, did: did) }) {
+        if self.withLocked({ $0.recordObservation(key, from: old, to: new, will: will, did: did, now: self.currentState) }) {
             self.drainObservations()
         }
     }
 
-    /// A flag (`isReady`, `isExecuting`, `isFinished`, `isCancelled`) changed to `new`: its old value is `!new`.
+    /// `isExecuting` or `isFinished` changed to `new`: its old value is `!new`.
     final func emitFlag(_ key: Key, to new: Bool, will: Bool = true, did: Bool = true) {
         self.emit(key, from: .bool(!new), to: .bool(new), will: will, did: did)
+    }
+
+    /// `isReady` or `isCancelled` may have changed: records what moved since observers were last told, reading the
+    /// state word under the lock (see `ObservationState.shownReady`). Nothing without observers.
+    final func emitReadinessFlags() {
+        guard self.hasObservers.load(ordering: .relaxed) else { return }
+        let drain = self.withLocked { l -> Bool in
+            guard let extras = l.extras else { return false }
+            return extras.observation.recordFlags(now: self.currentState)
+        }
+        if drain { self.drainObservations() }
     }
 
     /// Sets the queue priority of an observed operation: the exchange and its record under one lock, so racing
@@ -138,7 +149,7 @@ extension SpindleOperation {
             let old = self.priorityStorage.exchange(raw, ordering: .sequentiallyConsistent)
             guard old != raw else { return (old, false) }
             let drain = l.recordObservation(.queuePriority, from: .priority(.rounding(Int(old))),
-                                            to: .priority(priority))
+                                            to: .priority(priority), now: self.currentState)
             return (old, drain)
         }
         if drain { self.drainObservations() }

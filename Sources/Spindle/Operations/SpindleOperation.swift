@@ -145,7 +145,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
                     let drain = self.withLocked { l -> Bool in
                         guard self.priorityStorage.load(ordering: .sequentiallyConsistent) == raw else { return false }
                         return l.recordObservation(.queuePriority, from: .priority(.rounding(Int(old))),
-                                                   to: .priority(newValue))
+                                                   to: .priority(newValue), now: self.currentState)
                     }
                     if drain { self.drainObservations() }
                 }
@@ -288,7 +288,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             let deadline = l.extras?.deadlineEntry
             if deadline != nil { l.deadlineEntry = nil }
             // Appended under the same lock that made it finished: observers registered later get it from `observe`.
-            let drain = l.recordDidFinish()
+            let drain = l.recordDidFinish(now: self.currentState)
             let completion = l.takeCompletionBlock()
             if completion == nil {
                 self.dependentsReleased = true
@@ -355,7 +355,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             let (done, seen) = self.state.compareExchange(
                 expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
             if done {
-                if self.hasObservers.load(ordering: .relaxed) { self.emitFlag(.isCancelled, to: true) }
+                self.emitReadinessFlags()  // isCancelled, and isReady if this made it ready
                 if !current.isReady { self.becameReady() }
                 return
             }
@@ -367,7 +367,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// whether the queue left it to the calling worker (see `QueueCore.scheduleReady`).
     @discardableResult
     final func becameReady(selfServe: Bool = false) -> Bool {
-        if self.hasObservers.load(ordering: .relaxed) { self.emitFlag(.isReady, to: true) }
+        self.emitReadinessFlags()
         return self.scheduleIfEnqueued(selfServe: selfServe)
     }
 
