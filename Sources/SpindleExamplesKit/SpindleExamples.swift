@@ -74,6 +74,15 @@ public enum SpindleExamples {
         SpindleExample(name: "suspend-resume", source: "seed 002 §3.9.5",
                        summary: "a suspended queue starts nothing new until resumed",
                        run: suspendResume),
+        SpindleExample(name: "retry", source: "beyond the seeds (ProcedureKit's RetryProcedure)",
+                       summary: "a flaky download retried with a backoff; a hopeless one gives up",
+                       run: retry),
+        SpindleExample(name: "thread-object", source: "beyond the seeds (NSThread)",
+                       summary: "a thread created, configured, started once and cancelled",
+                       run: threadObject),
+        SpindleExample(name: "observed-values", source: "beyond the seeds (KVO's old and new values)",
+                       summary: "observed changes carry their old and new values; .initial",
+                       run: observedValues),
     ]
 
     /// The example called `name`, if any.

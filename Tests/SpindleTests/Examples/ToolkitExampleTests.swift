@@ -1,0 +1,37 @@
+import Spindle
+import SpindleExamplesKit
+import Testing
+
+/// The toolkit examples (issue 19): what each one prints, in order.
+@Suite struct ToolkitExampleTests {
+    @Test func retrySucceedsOnTheThirdAttemptAndTheHopelessOneGivesUpAfterThree() throws {
+        let out = try runExample("retry")
+        #expect(out.texts == [
+            "attempt 1", "attempt 2", "attempt 3",
+            "fetch: recipe.json (3 calls) after 3 attempts",
+            "hopeless: 3 attempts, error 503 on attempt 3",
+        ])
+    }
+
+    @Test func threadObjectStartsOnceStopsWhenCancelledAndNeverRunsWhenCancelledFirst() throws {
+        let out = try runExample("thread-object")
+        #expect(out.texts == [
+            "created: executing false, finished false",
+            "second start: thread 'poller' was already started; a thread starts once",
+            "poller: cancelled, stopping",
+            "never: finished true, cancelled true",
+        ])
+        let poller = try #require(out.index(of: "poller: cancelled, stopping"))
+        #expect(out.lines[poller].threadID != SpindleThread.current.threadID)
+    }
+
+    @Test func observedValuesCarryOldAndNew() throws {
+        let out = try runExample("observed-values")
+        #expect(out.texts == [
+            "initial isFinished: false", "initial queuePriority: normal",
+            "did queuePriority: normal → high", "did queuePriority: high → veryHigh",
+            "main runs",
+            "did isFinished: false → true",
+        ])
+    }
+}
