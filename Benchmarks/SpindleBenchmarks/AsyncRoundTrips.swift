@@ -8,7 +8,7 @@ func registerAsyncBenchmarks() {
     let config = scenario(iterations: 5)
 
     Benchmark("async round trip ×\(trips): Spindle queue.run", configuration: config) { benchmark in
-        let queue = try! SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         benchmark.startMeasurement()
         var sum = 0
         for i in 0..<trips { sum &+= try await queue.run { i } }

@@ -9,7 +9,7 @@ func registerGraphBenchmarks() {
     let slow = scenario(iterations: 2, seconds: 20)
 
     func spindleChain(_ n: Int) {
-        let queue = try! SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         var ops: [SpindleOperation] = []
         ops.reserveCapacity(n)
         for i in 0..<n {
@@ -46,7 +46,7 @@ func registerGraphBenchmarks() {
     // Fan-in: one operation depending on N others.
     Benchmark("fan-in ×100000: Spindle", configuration: config) { benchmark in
         benchmark.startMeasurement()
-        let queue = try! SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         let sink = SpindleBlockOperation {}
         var ops: [SpindleOperation] = []
         ops.reserveCapacity(100_001)
@@ -80,7 +80,7 @@ func registerGraphBenchmarks() {
     // Fan-out: N operations depending on one.
     Benchmark("fan-out ×100000: Spindle", configuration: config) { benchmark in
         benchmark.startMeasurement()
-        let queue = try! SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         let source = SpindleBlockOperation {}
         var ops: [SpindleOperation] = [source]
         ops.reserveCapacity(100_001)
@@ -108,7 +108,7 @@ func registerGraphBenchmarks() {
 
     // Cancel-all: N operations waiting in a suspended queue, cancelled, then drained (none runs its block).
     Benchmark("cancel-all ×1000000: Spindle", configuration: config) { benchmark in
-        let queue = try! SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         queue.isSuspended = true
         for _ in 0..<1_000_000 { queue.addOperation {} }
         benchmark.startMeasurement()

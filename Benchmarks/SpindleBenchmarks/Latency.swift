@@ -15,7 +15,7 @@ func registerLatencyBenchmarks() {
     /// Spindle's rows: the same waiter as the peers, and Spindle's own ("end to end").
     func spindleRoundTrip<W: WaitingSemaphore>(_ label: String, _ makeWaiter: @escaping @Sendable () -> W) {
         Benchmark("submit→run→signal round trip ×\(trips): \(label)", configuration: config) { benchmark in
-            let queue = try! SpindleOperationQueue()
+            let queue = SpindleOperationQueue()
             let back = makeWaiter()
             measureHandOvers(benchmark, trips, waitingOn: back) { _ in queue.addOperation { back.signalOne() } }
         }

@@ -11,7 +11,7 @@ func registerMemoryBenchmarks() {
 
     // N operations added to a suspended queue (peak resident memory is the figure), then cancelled and drained.
     Benchmark("1M ops waiting in a suspended queue ×\(n): Spindle", configuration: config) { benchmark in
-        let queue = try! SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         queue.isSuspended = true
         benchmark.startMeasurement()
         for _ in 0..<n { queue.addOperation {} }
@@ -51,7 +51,7 @@ func registerMemoryBenchmarks() {
     let workerCPU = BenchmarkMetric.custom("Idle worker CPU (ns)", polarity: .prefersSmaller, useScalingFactor: false)
     let idle = scenario(iterations: 10, metrics: [.wallClock, .cpuTotal, processCPU, workerCPU])
     Benchmark("idle CPU in 10 ms after draining ×1: Spindle", configuration: idle) { benchmark in
-        let queue = try! SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         for _ in 0..<10_000 { queue.addOperation {} }
         try! queue.waitUntilAllOperationsAreFinished()
         measureIdleCPU(benchmark, processCPU, workerCPU, workers: "spindle.w")

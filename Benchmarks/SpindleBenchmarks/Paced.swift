@@ -97,12 +97,12 @@ func registerPacedBenchmarks() {
 // MARK: - Queues
 
 private func spindleQueueTarget(_ stamps: StartStamps) -> PacedTarget {
-    let queue = try! SpindleOperationQueue()
+    let queue = SpindleOperationQueue()
     return PacedTarget(submit: { i in queue.addOperation { stamps.stamp(i) } })
 }
 
 private func spindleQueueWithTimeoutTarget(_ stamps: StartStamps) -> PacedTarget {
-    let queue = try! SpindleOperationQueue()
+    let queue = SpindleOperationQueue()
     return PacedTarget(submit: { i in
         let operation = SpindleBlockOperation { stamps.stamp(i) }
         operation.cancel(after: .seconds(1))

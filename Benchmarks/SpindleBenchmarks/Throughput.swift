@@ -12,7 +12,7 @@ func registerThroughputBenchmarks() {
 
     // Width = CPUs.
     Benchmark("empty ops, width CPUs ×\(n): Spindle", configuration: fast) { benchmark in
-        let queue = try! SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         let counter = CompletionCounter(target: n)
         benchmark.startMeasurement()
         for _ in 0..<n { queue.addOperation { counter.complete() } }
@@ -76,7 +76,7 @@ func registerThroughputBenchmarks() {
     // A batch: built first, then added at once and waited for.
     let batch = 100_000
     Benchmark("batch add and wait ×\(batch): Spindle", configuration: fast) { benchmark in
-        let queue = try! SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         let ops = (0..<batch).map { _ in SpindleBlockOperation {} }
         benchmark.startMeasurement()
         try! queue.addOperations(ops, waitUntilFinished: true)

@@ -59,7 +59,7 @@ extension SpindleExamples {
             target: delegate, method: AsynchronousAppDelegate.firstOperationEntry, argument: 111)
         let secondOperation = SpindleInvocationOperation(
             target: delegate, method: AsynchronousAppDelegate.secondOperationEntry, argument: 222)
-        let operationQueue = try SpindleOperationQueue()
+        let operationQueue = SpindleOperationQueue()
         // Add the operations to the queue.
         try operationQueue.addOperation(firstOperation)
         try operationQueue.addOperation(secondOperation)
@@ -72,7 +72,7 @@ extension SpindleExamples {
     static func simpleOperationQueue(_ out: any ExampleOutput) throws {
         let firstOperation = SimpleOperation(object: 111, output: out)
         let secondOperation = SimpleOperation(object: 222, output: out)
-        let operationQueue = try SpindleOperationQueue()
+        let operationQueue = SpindleOperationQueue()
         try operationQueue.addOperation(firstOperation)
         try operationQueue.addOperation(secondOperation)
         out.line("Main thread is here")

@@ -54,7 +54,7 @@ extension SpindleExamples {
     /// 3.3: an invocation operation made by `taskWithData`, run on a queue; its typed result.
     static func taskWithData(_ out: any ExampleOutput) throws {
         let object = MyCustomClass(output: out)
-        let queue = try SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         let theOp = object.taskWithData([1, 2, 3, 4])
         try queue.addOperation(theOp)
         try theOp.waitUntilFinished()
@@ -113,8 +113,8 @@ extension SpindleExamples {
     /// 3.6.1: a dependency across two queues holds its dependent back until it has finished; a cycle is refused
     /// when it is made.
     static func dependencies(_ out: any ExampleOutput) throws {
-        let downloads = try SpindleOperationQueue(name: "downloads")
-        let processing = try SpindleOperationQueue(name: "processing")
+        let downloads = SpindleOperationQueue(name: "downloads")
+        let processing = SpindleOperationQueue(name: "processing")
         let download = SpindleBlockOperation {
             simulateWork(milliseconds: 50)
             out.line("download finished on \(SpindleThread.current)")
@@ -167,7 +167,7 @@ extension SpindleExamples {
     /// 3.6.4: a completion block runs once the operation has finished, before `waitUntilFinished` returns, and is
     /// released afterwards; a cancelled operation's completion block runs too.
     static func completionBlock(_ out: any ExampleOutput) throws {
-        let queue = try SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         let op = SpindleBlockOperation { out.line("main: working on \(SpindleThread.current)") }
         op.completionBlock = { [unowned op] in
             out.line("completion block: finished = \(op.isFinished), on \(SpindleThread.current)")

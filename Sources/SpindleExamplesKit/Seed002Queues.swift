@@ -64,7 +64,7 @@ extension SpindleExamples {
     /// 3.9.4: waiting for one operation from another thread, for the whole queue, with a timeout; waiting on
     /// yourself throws.
     static func waiting(_ out: any ExampleOutput) throws {
-        let queue = try SpindleOperationQueue(name: "work")
+        let queue = SpindleOperationQueue(name: "work")
         let op = SpindleBlockOperation {
             simulateWork(milliseconds: 50)
             out.line("op: work done")

@@ -98,7 +98,7 @@ extension SpindleExamples {
     /// Seed 004: two recipe uploads on a width-2 queue waiting with a run loop and a port; the second is
     /// cancelled in the middle of its image upload.
     static func uploadRunLoop(_ out: any ExampleOutput) throws {
-        let queue = try SpindleOperationQueue(name: "recipe uploads")
+        let queue = SpindleOperationQueue(name: "recipe uploads")
         try queue.setMaxConcurrentOperationCount(2)
         let fastServer = FakeRecipeAPI(latency: .milliseconds(50))
         let slowServer = FakeRecipeAPI(latency: .seconds(30))

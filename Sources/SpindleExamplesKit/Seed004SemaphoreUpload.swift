@@ -82,7 +82,7 @@ final class SemaphoreRecipeUploadOperation: SpindleOperation, @unchecked Sendabl
 extension SpindleExamples {
     /// Seed 004: the same two uploads waiting on a semaphore; the second is cancelled in the middle.
     static func uploadSemaphore(_ out: any ExampleOutput) throws {
-        let queue = try SpindleOperationQueue(name: "recipe uploads")
+        let queue = SpindleOperationQueue(name: "recipe uploads")
         try queue.setMaxConcurrentOperationCount(2)
         let fastServer = FakeRecipeAPI(latency: .milliseconds(50))
         let slowServer = FakeRecipeAPI(latency: .seconds(30))

@@ -7,16 +7,16 @@ import Spindle
 final class Test {
     let queue: SpindleOperationQueue
 
-    init() throws {
-        self.queue = try SpindleOperationQueue()
-        try self.queue.setMaxConcurrentOperationCount(2)
+    init() {
+        self.queue = SpindleOperationQueue()
+        self.queue.maxConcurrentOperationCount = 2  // as the book; setMaxConcurrentOperationCount(_:) throws instead
     }
 }
 
 extension SpindleExamples {
     /// Seed 004: six jobs on a queue of width 2; never more than two run at once.
     static func queueWidthTwo(_ out: any ExampleOutput) throws {
-        let test = try Test()
+        let test = Test()
         out.line("maxConcurrentOperationCount = \(test.queue.maxConcurrentOperationCount)")
         let running = SpindleLockedValue(0)
         let mostAtOnce = SpindleLockedValue(0)

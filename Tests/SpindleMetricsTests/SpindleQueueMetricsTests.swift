@@ -141,7 +141,7 @@ import Testing
 
     @Test func labelsUseThePrefixAndDimensionsStartWithTheQueueName() throws {
         let metrics = TestMetrics()
-        let queue = try SpindleOperationQueue(name: "m-labels")
+        let queue = SpindleOperationQueue(name: "m-labels")
         let reporter = SpindleQueueMetrics(
             queue: queue, labelPrefix: "jobs", dimensions: [("service", "api")], factory: metrics)
         reporter.record()
@@ -175,7 +175,7 @@ import Testing
 
     @Test func runSamplesRepeatedlyUntilCancelled() async throws {
         let factory = SignallingMetrics(watching: "_operations")
-        let queue = try SpindleOperationQueue(name: "m-loop")
+        let queue = SpindleOperationQueue(name: "m-loop")
         let reporter = SpindleQueueMetrics(queue: queue, factory: factory)
         let sampling = Task { await reporter.run(every: .milliseconds(1)) }
         let sawFive = await withinPatience {
@@ -190,7 +190,7 @@ import Testing
 
     @Test func runRecordsOnceMoreWhenCancelled() async throws {
         let factory = SignallingMetrics(watching: "_operations")
-        let queue = try SpindleOperationQueue(name: "m-last")
+        let queue = SpindleOperationQueue(name: "m-last")
         let reporter = SpindleQueueMetrics(queue: queue, factory: factory)
         let sampling = Task { await reporter.run(every: .seconds(3600)) }  // the next tick is an hour away
         let sampled = await withinPatience {

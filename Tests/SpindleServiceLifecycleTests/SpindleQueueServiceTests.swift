@@ -90,7 +90,7 @@ import Testing
     }
 
     @Test func aQueueShutDownElsewhereEndsTheService() async throws {
-        let queue = try SpindleOperationQueue(name: "svc-elsewhere")
+        let queue = SpindleOperationQueue(name: "svc-elsewhere")
         let ran = queue.addOperation {}
         let service = SpindleQueueService(queue: queue, drainTimeout: .seconds(3600))
         let end = await withinPatience {
@@ -108,7 +108,7 @@ import Testing
     }
 
     @Test func describesItselfByTheQueuesName() throws {
-        let queue = try SpindleOperationQueue(name: "svc-name")
+        let queue = SpindleOperationQueue(name: "svc-name")
         #expect("\(SpindleQueueService(queue: queue))" == "SpindleQueueService('svc-name')")
         #expect(
             "\(SpindleQueueService(queue: queue, drainTimeout: .seconds(5)))"

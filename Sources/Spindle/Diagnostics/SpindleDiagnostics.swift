@@ -24,6 +24,10 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
     /// `pthread_atfork` failed (`errno`, ENOMEM): Spindle cannot tell a forked child from its parent, so a queue
     /// made before a fork is not refused in the child (see `SpindleError.forkedChild`).
     case forkTrackingUnavailable(errno: Int32)
+    /// `maxConcurrentOperationCount` was set to `value`, a negative width other than -1, on the queue named
+    /// `queue`: the width was left as it was (`setMaxConcurrentOperationCount` throws `invalidConcurrencyLimit`
+    /// instead).
+    case invalidConcurrencyLimitIgnored(queue: String, value: Int)
 
     /// One line, for a log.
     public var description: String {
@@ -40,6 +44,8 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
             "the deadline timer thread could not start (errno \(errno)); the next deadline armed tries again"
         case .forkTrackingUnavailable(let errno):
             "pthread_atfork failed (errno \(errno)); queues made before a fork are not refused in the child"
+        case .invalidConcurrencyLimitIgnored(let queue, let value):
+            "queue '\(queue)': maxConcurrentOperationCount = \(value) ignored (negative; only -1, the default, is allowed)"
         }
     }
 }

@@ -17,15 +17,28 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     let core: QueueCore
 
-    /// A queue. - Parameters: `name` (default "SpindleOperationQueue N"); `maxConcurrentOperationCount`.
-    /// - Throws: `invalidConcurrencyLimit` for a negative width other than the default sentinel.
-    public init(name: String? = nil,
-                maxConcurrentOperationCount: Int = SpindleOperationQueue.defaultMaxConcurrentOperationCount)
+    /// A queue with the default width (as many operations at once as the CPUs this process may use), named `name`
+    /// (default "SpindleOperationQueue N"). Cannot fail, so it needs no `try`, as `OperationQueue()` (for a
+    /// stored property's initial value, say). Any thread.
+    public convenience init(name: String? = nil) {
+        self.init(checkedName: name, limit: SpindleOperationQueue.defaultMaxConcurrentOperationCount)
+    }
+
+    /// A queue of width `maxConcurrentOperationCount` (`defaultMaxConcurrentOperationCount`, -1: the CPU count).
+    /// `name` defaults to "SpindleOperationQueue N".
+    /// - Throws: `invalidConcurrencyLimit` for a negative width other than -1. Nothing is made then.
+    public convenience init(name: String? = nil,
+                            maxConcurrentOperationCount: Int = SpindleOperationQueue.defaultMaxConcurrentOperationCount)
         throws(SpindleError)
     {
         guard maxConcurrentOperationCount >= -1 else { throw .invalidConcurrencyLimit(maxConcurrentOperationCount) }
+        self.init(checkedName: name, limit: maxConcurrentOperationCount)
+    }
+
+    /// A queue whose width was checked (at least -1).
+    private init(checkedName name: String?, limit: Int) {
         let n = QueueNumbering.next()
-        self.core = QueueCore(name: name ?? "SpindleOperationQueue \(n)", limit: maxConcurrentOperationCount)
+        self.core = QueueCore(name: name ?? "SpindleOperationQueue \(n)", limit: limit)
         self.core.handle = self  // before any worker exists
     }
 
@@ -232,9 +245,26 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     }
 
     /// How many operations may run at once; `defaultMaxConcurrentOperationCount` (-1) means the CPU count.
+    ///
+    /// Settable as Foundation's: setting it is `setMaxConcurrentOperationCount` without the error. An invalid
+    /// value (negative, other than -1) leaves the width as it was and is reported to `SpindleDiagnostics` as
+    /// `invalidConcurrencyLimitIgnored` (Foundation raises an exception; a property cannot throw); a queue of a
+    /// parent process (after `fork()`) ignores the set. Call `setMaxConcurrentOperationCount` to get the error
+    /// instead. Any thread.
     public var maxConcurrentOperationCount: Int {
-        if self.isInheritedAcrossFork { return self.core.slots.requestedLimit }
-        return self.core.lock.withLock { self.core.slots.requestedLimit }
+        get {
+            if self.isInheritedAcrossFork { return self.core.slots.requestedLimit }
+            return self.core.lock.withLock { self.core.slots.requestedLimit }
+        }
+        set {
+            do {
+                try self.setMaxConcurrentOperationCount(newValue)
+            } catch .invalidConcurrencyLimit(let value) {
+                SpindleDiagnostics.report(.invalidConcurrencyLimitIgnored(queue: self.name, value: value))
+            } catch {
+                // forkedChild: a queue of the parent process is never changed in the child.
+            }
+        }
     }
 
     /// Changes the width; takes effect at once (raising it starts waiting operations right away; lowering it

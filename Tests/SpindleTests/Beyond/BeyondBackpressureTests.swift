@@ -23,7 +23,7 @@ import Testing
     // MARK: - Settings and misuse
 
     @Test func capacityIsSettableAndValidated() throws {
-        let queue = try SpindleOperationQueue(name: "bt-settings")
+        let queue = SpindleOperationQueue(name: "bt-settings")
         #expect(queue.capacity == nil)
         #expect(queue.fullQueuePolicy == .block)
         try queue.setCapacity(3, whenFull: .reject)
@@ -46,7 +46,7 @@ import Testing
         #expect(queue.operationCount == 2)
         #expect(!extra.isFinished && !extra.isExecuting)
         // Still idle: another queue takes it.
-        let other = try SpindleOperationQueue(name: "bt-other")
+        let other = SpindleOperationQueue(name: "bt-other")
         try other.addOperation(extra)
         qtDrain(other)
         #expect(extra.isFinished)

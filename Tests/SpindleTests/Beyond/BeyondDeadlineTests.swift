@@ -24,7 +24,7 @@ import Testing
     }
 
     @Test func deadlineDuringMainCancelsItAndMainSeesIt() throws {
-        let queue = try SpindleOperationQueue(name: "bt-deadline-during")
+        let queue = SpindleOperationQueue(name: "bt-deadline-during")
         let started = QTGate()
         let sawCancel = QTFlag()
         let op = BTSpinUntilCancelledOp(started: started, sawCancel: sawCancel)
@@ -37,7 +37,7 @@ import Testing
     }
 
     @Test func deadlineAfterFinishChangesNothingAndReleasesTheOperation() throws {
-        let queue = try SpindleOperationQueue(name: "bt-deadline-after")
+        let queue = SpindleOperationQueue(name: "bt-deadline-after")
         weak var weakOp: SpindleOperation?
         do {
             let op = BTCountingOp(name: "quick")
@@ -93,7 +93,7 @@ import Testing
         op.cancel(after: .seconds(7200))  // later: ignored
         #expect(op.deadline == earlier)
         op.cancel(after: .milliseconds(20))
-        let queue = try SpindleOperationQueue(name: "bt-earliest")
+        let queue = SpindleOperationQueue(name: "bt-earliest")
         try queue.addOperation(op)
         #expect(done.wait())
         #expect(op.deadlineExpired && op.runs.count == 0)

@@ -22,7 +22,7 @@ import Testing
     }
 
     @Test func dependentOfACancelledOperationIsCancelledUnderTheOptIn() throws {
-        let queue = try SpindleOperationQueue(name: "bt-cancelled-dep")
+        let queue = SpindleOperationQueue(name: "bt-cancelled-dep")
         let upstream = BTCountingOp(name: "upstream")
         upstream.cancel()
         let dependent = BTCountingOp(name: "dependent")
@@ -36,7 +36,7 @@ import Testing
     }
 
     @Test func withoutTheOptInDependentsRunAsWithApple() throws {
-        let queue = try SpindleOperationQueue(name: "bt-default")
+        let queue = SpindleOperationQueue(name: "bt-default")
         let failing = BTThrowingOp(code: 1, name: "failing")
         let cancelled = BTCountingOp(name: "cancelled")
         cancelled.cancel()
@@ -65,7 +65,7 @@ import Testing
     }
 
     @Test func concurrentOperationFinishingWithAnErrorCountsAsFailed() throws {
-        let queue = try SpindleOperationQueue(name: "bt-concurrent-fail")
+        let queue = SpindleOperationQueue(name: "bt-concurrent-fail")
         let upstream = BTFinishingConcurrentOp(error: BTError(code: 3))
         let dependent = BTCountingOp(name: "dependent")
         dependent.cancelsOnFailedDependency = true

@@ -45,6 +45,46 @@ import Testing
         try body(log)
     }
 
+    // MARK: - Settings that cannot throw
+
+    /// Issue 22: `maxConcurrentOperationCount` is settable as Foundation's. A valid value takes effect; an invalid
+    /// one leaves the width and is reported (here, because the diagnostics handler is process-wide).
+    @Test func settingAnInvalidWidthLeavesTheWidthAndIsReported() throws {
+        try self.withFaults { log in
+            let queue = SpindleOperationQueue(name: "width.property")  // no `try`: cannot fail
+            #expect(queue.maxConcurrentOperationCount == SpindleOperationQueue.defaultMaxConcurrentOperationCount)
+            queue.maxConcurrentOperationCount = 3
+            #expect(queue.maxConcurrentOperationCount == 3)
+            queue.maxConcurrentOperationCount = -7
+            #expect(queue.maxConcurrentOperationCount == 3)
+            let reported = log.waitFor(1) { $0 == .invalidConcurrencyLimitIgnored(queue: "width.property", value: -7) }
+            #expect(reported.count == 1)
+            do throws(SpindleError) {
+                try queue.setMaxConcurrentOperationCount(-7)
+                Issue.record("setMaxConcurrentOperationCount(-7) did not throw")
+            } catch .invalidConcurrencyLimit(let value) {
+                #expect(value == -7)
+            } catch {
+                Issue.record("unexpected error \(error)")
+            }
+            #expect(queue.maxConcurrentOperationCount == 3)
+            // The width set by the property is honoured: at most 1 at once after setting 1.
+            queue.maxConcurrentOperationCount = 1
+            let running = Atomic<Int>(0)
+            let most = Atomic<Int>(0)
+            for _ in 0..<20 {
+                queue.addOperation {
+                    let now = running.add(1, ordering: .sequentiallyConsistent).newValue
+                    most.max(now, ordering: .sequentiallyConsistent)
+                    running.subtract(1, ordering: .sequentiallyConsistent)
+                }
+            }
+            let drained = try queue.waitUntilAllOperationsAreFinished(timeout: .seconds(10))
+            #expect(drained)
+            #expect(most.load(ordering: .sequentiallyConsistent) == 1)
+        }
+    }
+
     // MARK: - Queue workers
 
     @Test func aQueuesFirstWorkerThatCannotStartIsRetriedAndTheOperationRuns() throws {

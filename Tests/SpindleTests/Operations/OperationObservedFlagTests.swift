@@ -38,7 +38,7 @@ private func chain(_ changes: [Change]) -> (breaks: Int, last: SpindleOperation.
         }
         let finisher = try OpThread.run("op-flags-finish") {
             for _ in 0..<rounds {
-                guard (try? ready.wait(timeout: opDeadline)) == true else { return }
+                guard ready.wait(timeout: opDeadline) else { return }
                 let dependency = handoff.withLockedValue { $0.removeFirst() }
                 try? dependency.start()
             }

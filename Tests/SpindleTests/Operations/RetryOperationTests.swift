@@ -89,7 +89,7 @@ import Testing
     }
 
     @Test func cancellingDuringTheBackoffEndsItAtOnceAndStartsNoMoreAttempts() throws {
-        let queue = try SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         let firstFailed = OracleSemaphore()
         let retry = try SpindleRetryOperation(maxAttempts: 3, backoff: .constant(.seconds(600))) { n in
             Failing(Failure(attempt: n), then: firstFailed)
@@ -104,7 +104,7 @@ import Testing
     }
 
     @Test func cancellingDuringAnAttemptCancelsThatAttemptAndRecordsNoError() throws {
-        let queue = try SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         let started = OracleSemaphore()
         let retry = try SpindleRetryOperation(maxAttempts: 3, backoff: .immediately) { _ in
             RunsUntilCancelled(started)
@@ -117,7 +117,7 @@ import Testing
     }
 
     @Test func aDeadlineStopsTheRetries() throws {
-        let queue = try SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         let retry = try SpindleRetryOperation(maxAttempts: 100, backoff: .constant(.seconds(600))) { n in
             Self.attempt(n, succeedsOn: 0)
         }

@@ -187,10 +187,10 @@ import Testing
     }
 
     @Test func defaultNameIsNonEmptyAndDistinctAndSetNamesAreKept() throws {
-        let a = try SpindleOperationQueue(), b = try SpindleOperationQueue()
+        let a = SpindleOperationQueue(), b = SpindleOperationQueue()
         #expect(!a.name.isEmpty)
         #expect(a.name != b.name)
-        let named = try SpindleOperationQueue(name: "uploads")
+        let named = SpindleOperationQueue(name: "uploads")
         #expect(named.name == "uploads")
         named.name = "downloads"
         #expect(named.name == "downloads")

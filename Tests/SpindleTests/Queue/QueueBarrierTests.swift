@@ -215,7 +215,7 @@ import Testing
     // MARK: - Suspension
 
     @Test func newQueueIsNotSuspendedAndTheFlagRoundTrips() throws {
-        let queue = try SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         #expect(queue.isSuspended == false)
         queue.isSuspended = true
         #expect(queue.isSuspended == true)

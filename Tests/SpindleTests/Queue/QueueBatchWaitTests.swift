@@ -21,7 +21,7 @@ import Testing
         #expect(outcome.withLockedValue { $0 } == SpindleError.waitOnOwnQueue(name: "batch-wait-1").description)
         // Nothing was added: the operation is untouched and can go elsewhere.
         #expect(!inner.isFinished && !inner.isExecuting)
-        let other = try SpindleOperationQueue(name: "batch-wait-other")
+        let other = SpindleOperationQueue(name: "batch-wait-other")
         try other.addOperations([inner], waitUntilFinished: true)
         #expect(inner.isFinished)
     }

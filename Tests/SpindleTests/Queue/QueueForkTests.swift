@@ -54,7 +54,7 @@ import Testing
         // Back in its own process, nothing changed: not suspended, width 2, and it runs work.
         SpindleFaults.simulateForkedChild(queue, false)
         #expect(queue.maxConcurrentOperationCount == 2 && !queue.isSuspended && queue.capacity == nil)
-        let other = try SpindleOperationQueue(name: "other")
+        let other = SpindleOperationQueue(name: "other")
         let ran = try SpindleSemaphore(value: 0)
         let late = SpindleBlockOperation {}
         late.completionBlock = { ran.signal() }
@@ -79,7 +79,7 @@ import Testing
     }
 
     @Test func asyncWorkOnAQueueFromTheParentIsRefusedOrRunsOnTheCaller() async throws {
-        let queue = try SpindleOperationQueue(name: "parent")
+        let queue = SpindleOperationQueue(name: "parent")
         SpindleFaults.simulateForkedChild(queue, true)
         defer { SpindleFaults.simulateForkedChild(queue, false) }
         #expect(await self.refusedAsync { _ = try await queue.run { Issue.record("run's body ran in the child") } })
@@ -92,7 +92,7 @@ import Testing
     }
 
     @Test func runOnAFullQueueThatRefusesThrowsQueueFullInsteadOfTrapping() async throws {
-        let queue = try SpindleOperationQueue(name: "full")
+        let queue = SpindleOperationQueue(name: "full")
         try queue.setCapacity(1, whenFull: .reject)
         queue.isSuspended = true
         try queue.addOperation(SpindleBlockOperation {})

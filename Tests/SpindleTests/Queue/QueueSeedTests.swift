@@ -32,7 +32,7 @@ import Testing
         let second = SpindleInvocationOperation(target: delegate, method: AppDelegate.secondOperationEntry,
                                                 argument: 222)
         // The seed uses a default queue; on a one-CPU machine the default width would be 1, so ask for 2 there.
-        let queue = try SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         if spindleActiveProcessorCount() < 2 { try queue.setMaxConcurrentOperationCount(2) }
         try queue.addOperation(first)
         try queue.addOperation(second)
@@ -77,7 +77,7 @@ import Testing
         let first = SimpleOperation(object: 111, log: log, tids: tids)
         let second = SimpleOperation(object: 222, log: log, tids: tids)
         #expect(first.isAsynchronous)
-        let queue = try SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         try queue.addOperation(first)
         try queue.addOperation(second)
         let adder = qtTid()
@@ -134,7 +134,7 @@ import Testing
     }
 
     @Test func seed004QueueWithMaxConcurrentOperationCountTwo() throws {
-        let queue = try SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         try queue.setMaxConcurrentOperationCount(2)
         #expect(queue.maxConcurrentOperationCount == 2)
         let log = QTLog<String>()

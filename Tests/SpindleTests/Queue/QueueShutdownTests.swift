@@ -164,7 +164,7 @@ import Testing
             #expect(op.isReady && !op.isExecuting && !op.isFinished && !op.isCancelled, "untouched")
         }
         // Untouched means usable: another queue runs them.
-        let other = try SpindleOperationQueue(name: "other")
+        let other = SpindleOperationQueue(name: "other")
         try other.addOperations([refused] + batch, waitUntilFinished: true)
         #expect(refused.isFinished && batch.allSatisfy { $0.isFinished && !$0.isCancelled })
 
@@ -260,11 +260,11 @@ import Testing
     }
 
     @Test func anEmptyOrNeverUsedQueueTerminatesAtOnce() throws {
-        let unused = try SpindleOperationQueue(name: "unused")
+        let unused = SpindleOperationQueue(name: "unused")
         unused.shutdown()
         #expect(unused.isTerminated)
         #expect(try unused.awaitTermination(timeout: .zero))
-        let used = try SpindleOperationQueue(name: "used")
+        let used = SpindleOperationQueue(name: "used")
         try used.addOperations([Probe(), Probe()], waitUntilFinished: true)
         used.shutdown(.cancel)
         #expect(try used.awaitTermination(timeout: .seconds(qtDeadline)))
@@ -341,7 +341,7 @@ import Testing
     @Test func aQueueReleasedAfterItsShutdownIsFreed() throws {
         weak var weakQueue: SpindleOperationQueue?
         do {
-            let queue = try SpindleOperationQueue(name: "released")
+            let queue = SpindleOperationQueue(name: "released")
             weakQueue = queue
             for _ in 0..<10 { try queue.addOperation(Probe()) }
             queue.shutdown()
@@ -371,7 +371,7 @@ import Testing
     }
 
     @Test func theAsyncTimedWaitOnATerminatedQueueReturnsTrueEvenWithAZeroTimeout() async throws {
-        let queue = try SpindleOperationQueue(name: "terminated")
+        let queue = SpindleOperationQueue(name: "terminated")
         queue.shutdown()
         for _ in 0..<100 {
             #expect(try await queue.awaitTermination(timeout: .zero), "a terminated queue never times out")

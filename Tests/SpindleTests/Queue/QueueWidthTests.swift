@@ -9,7 +9,7 @@ import Testing
     // MARK: - The setting (J74)
 
     @Test func defaultIsTheSentinelAndResolvesToTheCPUCount() throws {
-        let queue = try SpindleOperationQueue()
+        let queue = SpindleOperationQueue()
         #expect(SpindleOperationQueue.defaultMaxConcurrentOperationCount == -1)
         #expect(queue.maxConcurrentOperationCount == -1)
         #expect(queue.core.lock.withLock { queue.core.slots.limit } == spindleActiveProcessorCount())
