@@ -33,6 +33,11 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
         super.init()
     }
 
+    /// An operation with one block, spelt as Foundation's `BlockOperation(block:)`.
+    public convenience init(block: @escaping @Sendable () -> Void) {
+        self.init(block)
+    }
+
     /// The blocks, in the order they were added.
     public final var executionBlocks: [@Sendable () -> Void] {
         self.withLocked { l in (self.first.map { [$0] } ?? []) + (l.extras?.moreBlocks ?? []) }
