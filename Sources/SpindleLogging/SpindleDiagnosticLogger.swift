@@ -20,11 +20,12 @@ import Spindle
 /// | `threadReleasedWithoutJoin` | warning | `spindle.thread` |
 /// | `deadlineTimerFailedToStart` | error | `spindle.errno` |
 /// | `forkTrackingUnavailable` | error | `spindle.errno` |
+/// | `invalidConcurrencyLimitIgnored` | warning | `spindle.queue`, `spindle.value` |
 ///
 /// Why these levels: nothing is lost in any of these events, so none is critical. The two `error`s leave a
 /// feature degraded until something else happens (deadlines fire late; a forked child is not told it inherited
 /// a queue); the `warning`s are handled at once by Spindle but point at a resource limit (threads) or a bug in the
-/// caller (a joinable thread never joined); a recovery is worth a `notice`.
+/// caller (a joinable thread never joined, an invalid width set); a recovery is worth a `notice`.
 ///
 /// `spindle.event` is the event's case name (`workerSpawnFailed`…), `spindle.errno` the C `errno` as a number.
 ///
@@ -74,6 +75,7 @@ public struct SpindleDiagnosticLogger: Sendable {
         case .threadReleasedWithoutJoin: .warning
         case .deadlineTimerFailedToStart: .error
         case .forkTrackingUnavailable: .error
+        case .invalidConcurrencyLimitIgnored: .warning
         }
     }
 
@@ -95,6 +97,8 @@ public struct SpindleDiagnosticLogger: Sendable {
             ["spindle.event": "deadlineTimerFailedToStart", "spindle.errno": "\(errno)"]
         case .forkTrackingUnavailable(let errno):
             ["spindle.event": "forkTrackingUnavailable", "spindle.errno": "\(errno)"]
+        case .invalidConcurrencyLimitIgnored(let queue, let value):
+            ["spindle.event": "invalidConcurrencyLimitIgnored", "spindle.queue": "\(queue)", "spindle.value": "\(value)"]
         }
     }
 }

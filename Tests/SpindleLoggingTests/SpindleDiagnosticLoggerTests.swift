@@ -31,6 +31,8 @@ import Testing
          ["spindle.event": "deadlineTimerFailedToStart", "spindle.errno": "\(EAGAIN)"]),
         (.forkTrackingUnavailable(errno: ENOMEM), .error,
          ["spindle.event": "forkTrackingUnavailable", "spindle.errno": "\(ENOMEM)"]),
+        (.invalidConcurrencyLimitIgnored(queue: "q3", value: -4), .warning,
+         ["spindle.event": "invalidConcurrencyLimitIgnored", "spindle.queue": "q3", "spindle.value": "-4"]),
     ]
 
     @Test func eachEventIsLoggedOnceAtItsLevelWithItsMetadataAndDescription() {
