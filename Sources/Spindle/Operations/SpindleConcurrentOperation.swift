@@ -26,7 +26,9 @@ open class SpindleConcurrentOperation: SpindleOperation, @unchecked Sendable {
         }
     }
 
-    /// Reports the end of the work (see `SpindleOperation.finish(throwing:)`).
+    /// Reports the end of the work (see `SpindleOperation.finish(throwing:)`). Disfavoured, as that one is, so
+    /// that a subclass's own `finish(_ errors: [Error] = [])` is what its plain `finish()` calls.
+    @_disfavoredOverload
     public final func finish() throws(SpindleError) { try self.finish(throwing: nil) }
 }
 

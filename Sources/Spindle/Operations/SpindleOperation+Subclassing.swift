@@ -20,6 +20,12 @@ extension SpindleOperation {
     /// - Throws: `operationAlreadyFinished` on a second call; `operationNotExecuting` if it neither began executing
     ///   nor was cancelled, or if it is cancelled but still waiting in a queue (the queue finishes it). Nothing
     ///   changes then.
+    ///
+    /// Porting: a base class that declares its own `finish(_ errors: [Error] = [])` (the "Advanced NSOperations"
+    /// sample, PSOperations) keeps its `finish()` calls: this method is a disfavoured overload, so a plain
+    /// `finish()` picks the subclass's method rather than being ambiguous. Call this one from it with its label,
+    /// `try finish(throwing: errors.first)`.
+    @_disfavoredOverload
     public final func finish(throwing error: (any Error)? = nil) throws(SpindleError) {
         let s = self.currentState
         if s.lifecycle >= .finishing { throw .operationAlreadyFinished(name: self.displayName) }

@@ -33,3 +33,53 @@ import Testing
         #expect(op.executionBlocks.count == 1)
     }
 }
+
+/// A base class as ported from the "Advanced NSOperations" sample: its own `finish(_ errors:)` with a default, which
+/// its subclasses call as `finish()`.
+private class PortedSampleOperation: SpindleOperation, @unchecked Sendable {
+    let finishedWith = SpindleLockedValue<[String]?>(nil)
+
+    override func start() throws {
+        guard try self.beginExecuting() else { return }
+        self.execute()
+    }
+
+    func execute() { finish() }  // the sample's subclasses call finish() with no arguments
+
+    func finish(_ errors: [any Error] = []) {
+        self.finishedWith.withLockedValue { $0 = errors.map { "\($0)" } }
+        try? self.finish(throwing: errors.first)
+    }
+}
+
+private final class PortedConcurrentOperation: SpindleConcurrentOperation, @unchecked Sendable {
+    let calledOwnFinish = OpFlag()
+
+    override func main() throws { finish() }
+
+    func finish(_ errors: [any Error] = []) {
+        self.calledOwnFinish.set()
+        try? self.finish(throwing: errors.first)
+    }
+}
+
+@Suite struct PortedFinishTests {
+    /// Issue 22: a subclass's own `finish(_ errors: [Error] = [])` is what its plain `finish()` calls (not
+    /// ambiguous with `finish(throwing:)`, not silently Spindle's).
+    @Test func aSubclassesOwnFinishWithDefaultsIsWhatAPlainFinishCalls() throws {
+        let op = PortedSampleOperation()
+        try op.start()
+        #expect(op.isFinished)
+        #expect(op.finishedWith.withLockedValue { $0 } == [])
+        let concurrent = PortedConcurrentOperation()
+        try concurrent.start()
+        #expect(try concurrent.waitUntilFinished(timeout: opDeadline))
+        #expect(concurrent.calledOwnFinish.isSet)
+    }
+
+    /// Without such a subclass method, `finish()` is Spindle's and still throws its typed misuse errors.
+    @Test func plainFinishStillThrowsOnMisuse() {
+        let op = OpManualAsync()
+        #expect(throws: SpindleError.self) { try op.finish() }
+    }
+}
