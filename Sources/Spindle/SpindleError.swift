@@ -99,6 +99,10 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     /// Adding a port, timer or descriptor source to a run loop while it is scheduled on another live run loop.
     case scheduledOnAnotherRunLoop(name: String)
 
+    // MARK: Wait groups (cases used by Sources/Spindle/Primitives/SpindleWaitGroup.swift)
+    /// `leave()` on a wait group with no matching `enter()` (`DispatchGroup` traps here): nothing changed.
+    case waitGroupUnbalanced(name: String)
+
     /// A sentence naming the misuse or failure and the object involved (by name). Any thread; throws nothing.
     public var description: String {
         switch self {
@@ -144,6 +148,8 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .invalidTimerInterval(let v): return "a timer interval must be a finite number >= 0 (\(v) was given)"
         case .invalidDescriptor(let fd): return "descriptor \(fd) is not open"
         case .scheduledOnAnotherRunLoop(let n): return "'\(n)' is already scheduled on another run loop"
+        case .waitGroupUnbalanced(let n):
+            return "wait group '\(n)': leave() without a matching enter(); nothing changed"
         }
     }
 }
