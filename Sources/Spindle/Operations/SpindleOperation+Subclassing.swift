@@ -18,9 +18,10 @@ extension SpindleOperation {
     ///
     /// - Parameter error: kept in `error` (nil for success).
     /// - Throws: `operationAlreadyFinished` on a second call; `operationNotExecuting` if it neither began executing
-    ///   nor was cancelled, or if it is cancelled but still waiting in a queue (the queue finishes it). Nothing
-    ///   changes then.
+    ///   nor was cancelled, or if it is cancelled but still waiting in a queue (the queue finishes it);
+    ///   `groupFinishesByItself` on a `SpindleGroupOperation`. Nothing changes then.
     public final func finish(throwing error: (any Error)? = nil) throws(SpindleError) {
+        if self is SpindleGroupOperation { throw .groupFinishesByItself(name: self.displayName) }
         let s = self.currentState
         if s.lifecycle >= .finishing { throw .operationAlreadyFinished(name: self.displayName) }
         if s.beginningFinish() == nil { throw .operationNotExecuting(name: self.displayName) }
