@@ -18,8 +18,9 @@
 ///   `childDidFinish`, or with `produce(_:)` from a child); a child added while the last one is finishing is
 ///   either counted, and the group waits for it, or refused with `groupFinished`. Never lost, never run after.
 /// - Cancelling: `cancel()` cancels every child (waiting ones finish without running `main`, running ones see
-///   `isCancelled`), and children added afterwards are cancelled as they are added. A group cancelled before it
-///   started never executes: once its children (all cancelled) are through, it finishes unrun.
+///   `isCancelled`); a child added after it returned is cancelled before it is queued (it never runs), one added
+///   while it runs is cancelled as well. A group cancelled before it started never executes: once its children
+///   (all cancelled) are through, it finishes unrun.
 /// - Errors: each child's `error` is kept, in the order the children finished (`childErrors`); if any failed, the
 ///   group finishes with `SpindleError.childrenFailed` carrying them (so `hasFailed`, failure propagation and
 ///   `cancelsOnFailedDependency` see it). A cancelled child without an error is no failure.
@@ -89,7 +90,7 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
 
     /// Adds a child: it runs on the group's inner queue once the group has started (and it is ready), and the
     /// group does not finish before it has. Callable before the group starts and while it runs, from any thread
-    /// (a child's `main` included). A child added after the group was cancelled is cancelled at once.
+    /// (a child's `main` included). A child added after the group was cancelled is cancelled before it is queued.
     ///
     /// - Throws: `groupFinished` once the group has finished (or is finishing); `groupCycle` if `operation` is this
     ///   group or one it is inside; as `SpindleOperationQueue.addOperation` for an operation that is in a queue or
@@ -114,8 +115,10 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
             }
         }
         // 2. Count them (refused once sealed): from here the group cannot finish before they are through.
-        guard self.withLock({ self.count.admit(children.count) }) else { throw .groupFinished(name: self.displayName) }
-        // 3. Link each to this group (its finish path will tell us), then hand them all to the inner queue.
+        let (admitted, cancelled) = self.withLock { (self.count.admit(children.count), self.cancelRequested) }
+        guard admitted else { throw .groupFinished(name: self.displayName) }
+        // 3. Link each to this group (its finish path will tell us), then hand them all to the inner queue; into a
+        //    cancelled group, cancelled first, so that none can start.
         var linked = 0
         var failure: SpindleError? = nil
         for child in children {
@@ -124,6 +127,9 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
                 break
             }
             linked += 1
+        }
+        if failure == nil && cancelled {
+            for child in children { child.cancel() }
         }
         if failure == nil {
             do {
@@ -144,9 +150,9 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
             if self.withLock({ self.count.release(uncount) }) { self.finishGroup() }
             throw failure
         }
-        // 5. A `cancel()` that took effect before this point may have cancelled the inner queue's members before
-        //    these were among them: cancel them here (cancel() sets the flag, under the lock, before it cancels).
-        if self.withLock({ self.cancelRequested }) {
+        // 5. A `cancel()` that raced this add may have cancelled the inner queue's members before these were among
+        //    them: cancel them here (cancel() sets the flag, under the lock, before it cancels the members).
+        if !cancelled && self.withLock({ self.cancelRequested }) {
             for child in children { child.cancel() }
         }
     }

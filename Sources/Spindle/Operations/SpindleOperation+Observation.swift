@@ -111,10 +111,10 @@ extension SpindleOperation {
     /// observed) so no observer misses the end.
     ///
     /// With `options: .initial`, `handler` first gets each observed property's value as it was at registration (one
-    /// change per key, none for the event `producedOperation`, `isInitial`, before any later change and before that late `did isFinished`): on the calling
-    /// thread before this returns; or, if this operation's changes are being delivered at that moment (by another
-    /// thread, or by this one when called from a handler), by the delivering thread, before any later change to
-    /// this observer. A state change whose atomic step came just before registration but is recorded just after
+    /// change per key, none for the event `producedOperation`; `isInitial`, before any later change and before that
+    /// late `did isFinished`): on the calling thread before this returns; or, if this operation's changes are being
+    /// delivered at that moment (by another thread, or by this one when called from a handler), by the delivering
+    /// thread, before any later change to this observer. A state change whose atomic step came just before registration but is recorded just after
     /// (a racing `cancel`, `start`, finish) can show both in the initial value and as a change delivered after it.
     /// Callable from any thread.
     @discardableResult
