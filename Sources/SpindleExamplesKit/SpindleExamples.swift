@@ -74,6 +74,9 @@ public enum SpindleExamples {
         SpindleExample(name: "suspend-resume", source: "seed 002 §3.9.5",
                        summary: "a suspended queue starts nothing new until resumed",
                        run: suspendResume),
+        SpindleExample(name: "group-operation", source: "Advanced NSOperations (WWDC 2015)",
+                       summary: "a group of downloads, each producing its parse; the group's dependent runs last",
+                       run: groupOperation),
     ]
 
     /// The example called `name`, if any.
