@@ -423,7 +423,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     public static func perform(_ operation: SpindleOperation) -> Bool {
         let s = operation.currentState
         guard s.lifecycle == .idle, s.isReady else { return false }
-        if s.isCancelled {
+        if s.isCancelled && !(operation is SpindleGroupOperation) {  // a group finishes after its children: started
             return operation.completeExecution(error: nil)
         }
         if !operation.isAsynchronous {

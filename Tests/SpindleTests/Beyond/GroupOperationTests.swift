@@ -158,6 +158,17 @@ import Testing
         qtDrain(queue)
     }
 
+    @Test func performOnACancelledGroupFinishesItAfterItsChildren() throws {
+        let completions = QTCounter()
+        let children = (0..<2).map { GTChild("c\($0)", completions: completions) }
+        let group = try SpindleGroupOperation(operations: children)
+        let witness = GTFinishWitness(group, children: { children }, completions: completions)
+        group.cancel()
+        #expect(SpindleOperation.perform(group))
+        gtWait(group)
+        #expect(witness.finishedOnceAfterChildren && children.allSatisfy { $0.runs.count == 0 && $0.isCancelled })
+    }
+
     @Test func theChildrensErrorsAreTheGroupsErrors() throws {
         let children = [GTChild("ok"), GTChild("bad1", throwing: BTError(code: 1)),
                         GTChild("bad2", throwing: BTError(code: 2))]
