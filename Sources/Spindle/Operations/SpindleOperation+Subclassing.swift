@@ -30,4 +30,45 @@ extension SpindleOperation {
             throw .operationAlreadyFinished(name: self.displayName)
         }
     }
+
+    /// What `claimExecution` found.
+    enum ExecutionClaim {
+        /// It moved into `executing` (the isExecuting change emitted): the caller runs it.
+        case claimed
+        /// It was cancelled before it ran (idle or dispatching): the caller finishes it unrun.
+        case cancelled
+        /// It is finishing or finished: nothing to do.
+        case finished
+    }
+
+    /// `enterExecution` without finishing a cancelled operation: a group finishes unrun only once its children are
+    /// through. Throws as `start()`.
+    @inline(__always)
+    final func claimExecution() throws(SpindleError) -> ExecutionClaim {
+        var current = self.currentState
+        while true {
+            switch current.lifecycle {
+            case .finished, .finishing: return .finished
+            case .executing: throw .operationExecuting(name: self.displayName)
+            case .enqueued: throw .operationEnqueued(name: self.displayName)
+            case .idle, .dispatching: break
+            }
+            if current.propagatesFailure && !current.isCancelled && self.hasFailedDependency {
+                // The last gate of `cancelsOnFailedDependency`: nothing starts past a failed dependency.
+                self.cancel(for: .dependencyFailed)
+                current = self.currentState
+                continue
+            }
+            if current.isCancelled { return .cancelled }
+            guard let next = current.beginningExecution() else { throw .operationNotReady(name: self.displayName) }
+            let (done, seen) = self.state.compareExchange(
+                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done {
+                // Only the call that won reports anything: a start that lost to cancel() never says "executing".
+                if self.hasObservers.load(ordering: .relaxed) { self.emitFlag(.isExecuting, to: true) }
+                return .claimed
+            }
+            current = OperationState(raw: seen)
+        }
+    }
 }
