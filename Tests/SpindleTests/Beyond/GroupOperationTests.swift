@@ -253,6 +253,20 @@ import Testing
                 "the inner queue's thread outlived the released group")
     }
 
+    /// The inner queue is shut down when the group finishes: its threads leave (and the kernel thread ends) while
+    /// the group is still held; the release joins them.
+    @Test func theInnerThreadsLeaveWhenTheGroupFinishes() throws {
+        let children = (0..<2).map { GTChild("c\($0)") }
+        let group = try SpindleGroupOperation(operations: children, maxConcurrentOperationCount: 2)
+        try group.start()
+        gtWait(group)
+        #expect(group.inner.isShutDown)
+        let tids = children.flatMap { $0.tids.all }
+        #expect(!tids.isEmpty && qtWaitUntil { tids.allSatisfy { !qtTaskExists($0) } },
+                "the inner queue's threads outlived the group's finish")
+        withExtendedLifetime(group) {}
+    }
+
     @Test func aGroupReleasedBeforeItStartedCancelsItsChildren() throws {
         let completions = QTCounter()
         let children = (0..<3).map { GTChild("c\($0)", completions: completions) }
