@@ -18,9 +18,9 @@
 ///   `childDidFinish`, or with `produce(_:)` from a child); a child added while the last one is finishing is
 ///   either counted, and the group waits for it, or refused with `groupFinished`. Never lost, never run after.
 /// - Cancelling: `cancel()` cancels every child (waiting ones finish without running `main`, running ones see
-///   `isCancelled`); a child added after it returned is cancelled before it is queued (it never runs), one added
-///   while it runs is cancelled as well. A group cancelled before it started never executes: once its children
-///   (all cancelled) are through, it finishes unrun.
+///   `isCancelled`); a child added after it returned is cancelled before it is queued (it never runs); one added
+///   while `cancel()` runs is cancelled too, but may have begun `main` first. A group cancelled before it started
+///   never executes: once its children (all cancelled) are through, it finishes unrun.
 /// - Errors: each child's `error` is kept, in the order the children finished (`childErrors`); if any failed, the
 ///   group finishes with `SpindleError.childrenFailed` carrying them (so `hasFailed`, failure propagation and
 ///   `cancelsOnFailedDependency` see it). A cancelled child without an error is no failure.
