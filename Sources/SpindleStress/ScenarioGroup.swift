@@ -11,8 +11,8 @@ import Synchronization
 // - `finished-before-child`: when a group became finished, every child it accepted had finished and run its
 //   completion block (a child being added at that moment must then be refused);
 // - `lost-child`: every accepted child finished, completion once, `main` at most once (once unless cancelled);
-// - `ran-after-cancel`: no child added after its group's `cancel()` returned ran, and no child of the group's
-//   first batch began `main` after that uncancelled;
+// - `ran-after-cancel`: no child began `main` uncancelled after its group's `cancel()` returned, and none added
+//   after that ran at all;
 // - `refused-untouched`: a refused add threw `groupFinished` and left the child unrun and unfinished;
 // - `errors`: a group's `childErrors` hold one error per failed child (its `error` is set exactly then);
 // - `unexpected-error`: no other add or produce failed (a running child's follow-up is never refused);
@@ -85,17 +85,15 @@ final class GroupChild: SpindleOperation, @unchecked Sendable {
     let fails: Bool
     let work: UInt64
     let followUps: Int
-    let firstBatch: Bool
     var addedAfterCancel = false  // written before its add publishes it
     let runs = Atomic<Int>(0)
     let completions = AtomicCounter()
 
-    init(plan: GroupPlan, fails: Bool, work: UInt64, followUps: Int, firstBatch: Bool) {
+    init(plan: GroupPlan, fails: Bool, work: UInt64, followUps: Int) {
         self.plan = plan
         self.fails = fails
         self.work = work
         self.followUps = followUps
-        self.firstBatch = firstBatch
         super.init()
         self.completionBlock = { [completions] in completions.n.add(1, ordering: .relaxed) }
     }
@@ -103,13 +101,13 @@ final class GroupChild: SpindleOperation, @unchecked Sendable {
     override func main() throws {
         guard let plan = self.plan else { return }
         let afterCancel = plan.cancelReturned.load(ordering: .acquiring)
-        if self.addedAfterCancel || (self.firstBatch && afterCancel && !self.isCancelled) {
+        if self.addedAfterCancel || (afterCancel && !self.isCancelled) {
             plan.lateRuns.add(1, ordering: .relaxed)
         }
         self.runs.add(1, ordering: .relaxed)
         spin(ns: self.work)
         for i in 0..<self.followUps {
-            let next = GroupChild(plan: plan, fails: false, work: self.work / 2, followUps: 0, firstBatch: false)
+            let next = GroupChild(plan: plan, fails: false, work: self.work / 2, followUps: 0)
             next.addedAfterCancel = plan.cancelReturned.load(ordering: .acquiring)
             let accepted = plan.add(next) {
                 if i % 2 == 0 { try self.produce(next) } else { try plan.group.addOperation(next) }
@@ -198,7 +196,7 @@ enum GroupScenario {
                     for (target, pause) in zip(lateTargets, pauses.suffix(16)) {
                         sleepMicros(pause)
                         let plan = plans[target]
-                        let late = GroupChild(plan: plan, fails: false, work: 1_000, followUps: 0, firstBatch: false)
+                        let late = GroupChild(plan: plan, fails: false, work: 1_000, followUps: 0)
                         late.addedAfterCancel = plan.cancelReturned.load(ordering: .acquiring)
                         plan.add(late) { try plan.group.addOperation(late) }
                     }
@@ -233,7 +231,7 @@ enum GroupScenario {
         let plan = GroupPlan(width: rng.int(1...3))
         for _ in 0..<rng.int(0...6) {
             let child = GroupChild(plan: plan, fails: rng.int(0...4) == 0, work: UInt64(rng.int(0...20_000)),
-                                   followUps: rng.int(0...3) == 0 ? rng.int(1...2) : 0, firstBatch: true)
+                                   followUps: rng.int(0...3) == 0 ? rng.int(1...2) : 0)
             plan.add(child) { try plan.group.addOperation(child) }
         }
         if nesting {

@@ -18,9 +18,9 @@
 ///   `childDidFinish`, or with `produce(_:)` from a child); a child added while the last one is finishing is
 ///   either counted, and the group waits for it, or refused with `groupFinished`. Never lost, never run after.
 /// - Cancelling: `cancel()` cancels every child (waiting ones finish without running `main`, running ones see
-///   `isCancelled`); a child added after it returned is cancelled before it is queued (it never runs); one added
-///   while `cancel()` runs is cancelled too, but may have begun `main` first. A group cancelled before it started
-///   never executes: once its children (all cancelled) are through, it finishes unrun.
+///   `isCancelled`); no child begins `main` uncancelled after it returned. A child added afterwards is cancelled
+///   and finished unrun at once, on the adding thread (its completion block runs there). A group cancelled before
+///   it started never executes: once its children (all cancelled) are through, it finishes unrun when started.
 /// - Errors: each child's `error` is kept, in the order the children finished (`childErrors`); if any failed, the
 ///   group finishes with `SpindleError.childrenFailed` carrying them (so `hasFailed`, failure propagation and
 ///   `cancelsOnFailedDependency` see it). A cancelled child without an error is no failure.
@@ -49,8 +49,8 @@
 /// until the group ends. Counting under one lock makes "admit" and "seal" mutually exclusive, keeps nothing but the
 /// errors, and costs O(1) per child.
 open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
-    /// The children's queue: suspended until the group starts, shut down when it finishes, released (its threads
-    /// joined) with the group.
+    /// The children's queue: suspended until the group starts, shut down when it finishes (`.drain`) or is
+    /// cancelled (`.cancel`), released (its threads joined) with the group.
     let inner: SpindleOperationQueue
     private let lock = InlineLock()
     private var count = GroupChildCount()  // under `lock`
@@ -90,7 +90,8 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
 
     /// Adds a child: it runs on the group's inner queue once the group has started (and it is ready), and the
     /// group does not finish before it has. Callable before the group starts and while it runs, from any thread
-    /// (a child's `main` included). A child added after the group was cancelled is cancelled before it is queued.
+    /// (a child's `main` included). A child added after the group was cancelled is cancelled and finished unrun,
+    /// on the calling thread.
     ///
     /// - Throws: `groupFinished` once the group has finished (or is finishing); `groupCycle` if `operation` is this
     ///   group or one it is inside; as `SpindleOperationQueue.addOperation` for an operation that is in a queue or
@@ -118,7 +119,7 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
         let (admitted, cancelled) = self.withLock { (self.count.admit(children.count), self.cancelRequested) }
         guard admitted else { throw .groupFinished(name: self.displayName) }
         // 3. Link each to this group (its finish path will tell us), then hand them all to the inner queue; into a
-        //    cancelled group, cancelled first, so that none can start.
+        //    cancelled group, finish them unrun instead (its inner queue is shut down: it takes nothing more).
         var linked = 0
         var failure: SpindleError? = nil
         for child in children {
@@ -129,7 +130,8 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
             linked += 1
         }
         if failure == nil && cancelled {
-            for child in children { child.cancel() }
+            self.finishUnrun(children)
+            return
         }
         if failure == nil {
             do {
@@ -139,6 +141,12 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
                     try self.inner.addOperations(children)
                 }
             } catch {
+                // A `cancel()` since step 2 shut the inner queue (nothing else does while children are counted):
+                // nothing was added; they are finished here, as if they had come after the cancel.
+                if case .queueShutDown = error, self.withLock({ self.cancelRequested }) {
+                    self.finishUnrun(children)
+                    return
+                }
                 failure = error
             }
         }
@@ -150,10 +158,22 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
             if self.withLock({ self.count.release(uncount) }) { self.finishGroup() }
             throw failure
         }
-        // 5. A `cancel()` that raced this add may have cancelled the inner queue's members before these were among
-        //    them: cancel them here (cancel() sets the flag, under the lock, before it cancels the members).
-        if !cancelled && self.withLock({ self.cancelRequested }) {
-            for child in children { child.cancel() }
+        // Added: a later `cancel()` cancels them with the inner queue's other members, or a worker of that queue
+        // (shut down with `.cancel`) cancels them before it starts them.
+    }
+
+    /// Children added to a cancelled group, linked and counted: cancelled, then finished unrun on this thread (a
+    /// nested group is started instead, which finishes it once its own children are through). Each tells this
+    /// group through its link, as any child does. One another thread managed to put in a queue meanwhile (a racing
+    /// misuse) is finished by that queue instead, and tells this group the same way.
+    private func finishUnrun(_ children: [SpindleOperation]) {
+        for child in children {
+            child.cancel()
+            if child is SpindleGroupOperation {
+                try? child.start()
+            } else {
+                child.completeExecution(error: nil)
+            }
         }
     }
 
@@ -217,8 +237,9 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
         }
     }
 
-    /// Marks the group cancelled and cancels every child, waiting or running (and, from then on, every child
-    /// added). No effect once it is finishing or finished. Any thread.
+    /// Marks the group cancelled and cancels every child, waiting or running: no child begins `main` uncancelled
+    /// after this returns, and children added later are finished unrun as they are added. No effect once it is
+    /// finishing or finished. Any thread.
     public final override func cancel() {
         super.cancel()
         guard self.isCancelled else { return }
@@ -226,7 +247,11 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
             defer { self.cancelRequested = true }
             return !self.cancelRequested
         }
-        if first { self.inner.cancelAllOperations() }  // outside our lock: a child's cancel() may be user code
+        // The inner queue's cancelling shutdown (outside our lock: a child's cancel() may be user code): it cancels
+        // the members, and from its first step on its workers cancel whatever they take before starting it; adds
+        // are refused from then on (`addChildren` finishes those children itself). A group that has not started
+        // yet: its queue is resumed, so its children finish now; the group itself finishes when it is started.
+        if first { self.inner.shutdown(.cancel) }
     }
 
     // MARK: - Finishing

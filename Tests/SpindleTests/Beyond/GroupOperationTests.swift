@@ -110,20 +110,22 @@ import Testing
         group.cancel()
         gtWait(group)
         #expect(group.isCancelled && running.isCancelled && running.runs.count == 1)
-        #expect(waiting.allSatisfy { $0.isCancelled && $0.isFinished && $0.runs.count == 0 })
+        #expect(waiting.allSatisfy { $0.isCancelled && $0.isFinished && $0.runs.count == 0 },
+                "\(waiting.map { "\($0.description) ran \($0.runs.count)x" })")
         let late = GTChild("late")
         expectSpindleError(.groupFinished(name: group.displayName)) { try group.addOperation(late) }
         qtDrain(queue)
     }
 
-    @Test func aChildAddedAfterTheGroupWasCancelledIsCancelled() throws {
+    @Test func aChildAddedAfterTheGroupWasCancelledIsFinishedUnrunAtOnce() throws {
         let queue = try SpindleOperationQueue()
         let holder = GTChild("holder", waits: true)
         let group = try SpindleGroupOperation(operations: [holder])
         try queue.addOperation(group)
         #expect(holder.started.wait())
-        group.cancel()  // the holder returns at once; a child added right now either is refused or is cancelled
-        let late = GTChild("late")
+        group.cancel()  // the holder returns at once; a child added right now is either refused or finished unrun
+        let completions = QTCounter()
+        let late = GTChild("late", completions: completions)
         let refused: SpindleError?
         do {
             try group.addOperation(late)
@@ -131,14 +133,35 @@ import Testing
         } catch {
             refused = error
         }
-        gtWait(group)
         if let refused {
             #expect(refused.description == SpindleError.groupFinished(name: group.displayName).description)
             #expect(!late.isFinished && !late.isCancelled)
         } else {
-            #expect(late.isCancelled && late.isFinished && late.runs.count == 0)
+            // On this thread, before the add returned.
+            #expect(late.isCancelled && late.isFinished && late.runs.count == 0 && completions.count == 1)
         }
+        gtWait(group)
         qtDrain(queue)
+    }
+
+    /// Cancelling a group that has not started finishes its children now (unrun); the group finishes when started.
+    @Test func aGroupCancelledBeforeItStartedLetsItsChildrenFinishUnrun() throws {
+        let completed = QTGate()
+        let children = (0..<3).map { GTChild("c\($0)") }
+        for child in children { child.completionBlock = { completed.open() } }
+        let group = try SpindleGroupOperation(operations: children)
+        group.cancel()
+        #expect(children.allSatisfy { $0.isCancelled })
+        let late = GTChild("late")
+        late.completionBlock = { completed.open() }
+        try group.addOperation(late)
+        #expect(late.isFinished && late.isCancelled, "a child added to a cancelled group was not finished at once")
+        for _ in 0..<4 { #expect(completed.wait(), "a child of a cancelled group that never started did not finish") }
+        #expect(children.allSatisfy { $0.isFinished && $0.runs.count == 0 })
+        #expect(!group.isFinished, "a group finished before it was started")
+        try group.start()
+        gtWait(group)
+        #expect(group.isCancelled && group.unfinishedChildCount == 0)
     }
 
     @Test func aGroupCancelledBeforeItStartedFinishesUnrunAfterItsChildren() throws {

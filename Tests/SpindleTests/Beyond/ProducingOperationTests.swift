@@ -61,6 +61,7 @@ import Testing
         final class Fetch: SpindleConcurrentOperation, @unchecked Sendable {
             let next: SpindleOperation
             let outcome = QTLog<String>()
+            let callbackDone = QTGate()
             init(next: SpindleOperation) { self.next = next }
             override func main() throws {
                 let next = self.next
@@ -68,6 +69,7 @@ import Testing
                     do { try self.produce(next) } catch { self.outcome.append("\(error)") }
                     try? self.finish()
                     do { try self.produce(GTChild("too-late")) } catch { self.outcome.append("\(error)") }
+                    self.callbackDone.open()
                 }
             }
         }
@@ -78,6 +80,7 @@ import Testing
         try queue.addOperation(fetch)
         gtWait(fetch)
         gtWait(next)
+        #expect(fetch.callbackDone.wait())
         #expect(fetch.outcome.all == [SpindleError.produceWhenNotExecuting(name: "fetch").description])
         qtDrain(queue)
     }
