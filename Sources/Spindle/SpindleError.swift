@@ -103,6 +103,26 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     /// `leave()` on a wait group with no matching `enter()` (`DispatchGroup` traps here): nothing changed.
     case waitGroupUnbalanced(name: String)
 
+    // MARK: Groups and produced operations (issue 19)
+    /// Adding a child to a `SpindleGroupOperation` that has finished or is finishing (its last child finished after
+    /// it started): nothing was added.
+    case groupFinished(name: String)
+    /// Adding a group operation to itself, or to a group that it contains (at any depth): it would wait for itself.
+    case groupCycle(group: String, child: String)
+    /// `waitUntilFinished` on a group from inside it: from the `main` or completion block of an operation the group
+    /// contains (at any depth), which the group waits for.
+    case waitOnOwnGroup(name: String)
+    /// `finish()` called on a `SpindleGroupOperation`: a group finishes by itself, when its last child has.
+    case groupFinishesByItself(name: String)
+    /// The group named `name` finished with children that failed: their errors, in the order they finished (also
+    /// in `SpindleGroupOperation.childErrors`).
+    case childrenFailed(name: String, errors: [any Error])
+    /// `produce(_:)` called on an operation that is not executing (not started yet, or finished).
+    case produceWhenNotExecuting(name: String)
+    /// `produce(_:)` called on an operation that runs in no queue and no group: there is nowhere to add what it
+    /// produces.
+    case produceWithoutQueue(name: String)
+
     /// A sentence naming the misuse or failure and the object involved (by name). Any thread; throws nothing.
     public var description: String {
         switch self {
@@ -150,6 +170,15 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .scheduledOnAnotherRunLoop(let n): return "'\(n)' is already scheduled on another run loop"
         case .waitGroupUnbalanced(let n):
             return "wait group '\(n)': leave() without a matching enter(); nothing changed"
+        case .groupFinished(let n): return "group '\(n)' has finished; no more children can be added"
+        case .groupCycle(let g, let c): return "group '\(c)' cannot be added to group '\(g)', which it is or contains"
+        case .waitOnOwnGroup(let n): return "an operation inside group '\(n)' cannot wait for that group to finish"
+        case .groupFinishesByItself(let n): return "group '\(n)' finishes by itself, when its last child has"
+        case .childrenFailed(let n, let e):
+            return "\(e.count) child(ren) of group '\(n)' failed: \(e.map { "\($0)" }.joined(separator: "; "))"
+        case .produceWhenNotExecuting(let n): return "operation '\(n)' is not executing; it cannot produce operations"
+        case .produceWithoutQueue(let n):
+            return "operation '\(n)' runs in no queue and no group; there is nowhere to add what it produces"
         }
     }
 }

@@ -83,6 +83,9 @@ public enum SpindleExamples {
         SpindleExample(name: "observed-values", source: "beyond the seeds (KVO's old and new values)",
                        summary: "observed changes carry their old and new values; .initial",
                        run: observedValues),
+        SpindleExample(name: "group-operation", source: "Advanced NSOperations (WWDC 2015)",
+                       summary: "a group of downloads, each producing its parse; the group's dependent runs last",
+                       run: groupOperation),
     ]
 
     /// The example called `name`, if any.

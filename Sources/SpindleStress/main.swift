@@ -49,6 +49,8 @@ let allScenarios: [Scenario] = [
              invariants: ShutdownScenario.invariants, run: ShutdownScenario.run),
     Scenario(name: "retry", summary: "retry operations with random plans, backoffs, cancels and deadlines",
              invariants: RetryScenario.invariants, run: RetryScenario.run),
+    Scenario(name: "group", summary: "group operations (nested, cancelled, late adds, follow-ups) and produced operations",
+             invariants: GroupScenario.invariants, run: GroupScenario.run),
 ]
 
 let usage = """

@@ -12,11 +12,15 @@ extension SpindleOperation {
     ///
     /// - Throws: `CancellationError` if the task is cancelled before the operation finished (at once if it was
     ///   already cancelled when it called); `SpindleError.waitOnSelf` when called from this operation's own
-    ///   async body (`SpindleAsyncOperation`). Nothing changes then.
+    ///   async body (`SpindleAsyncOperation`); for a `SpindleGroupOperation`, `waitOnOwnGroup` from the async body
+    ///   of an operation inside it. Nothing changes then.
     public final func waitUntilFinished() async throws {
         try Task.checkCancellation()
         if self.currentState.isSettled { return }
         if SpindleAsyncOperation.running === self { throw SpindleError.waitOnSelf(name: self.displayName) }
+        if let group = self as? SpindleGroupOperation, group.encloses(SpindleAsyncOperation.running) {
+            throw SpindleError.waitOnOwnGroup(name: self.displayName)
+        }
         let semaphore = try! SpindleSemaphore(value: 0)  // 0 is a valid value
         if !self.registerWaiter(semaphore) { return }
         do {

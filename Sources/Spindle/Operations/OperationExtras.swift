@@ -24,6 +24,10 @@ final class OperationExtras {
     @exclusivity(unchecked) var deadlineEntry: DeadlineEntry? = nil  // armed deadline, in `DeadlineTimer.shared`'s heap
     @exclusivity(unchecked) var threadPriority: Double = 0.5  // meaningful once `SpindleOperation.hasThreadPriority` is set
     @exclusivity(unchecked) var moreBlocks: [@Sendable () -> Void] = []  // a `SpindleBlockOperation`'s blocks after the first
+    /// The group this operation is a child of (see `SpindleGroupOperation`), from the group's `addOperation` until
+    /// its finish path is complete (`releaseWaiters` takes it and tells the group). Weak: a group that never started
+    /// can be released with its children inside (it then cancels them); a started one keeps itself alive.
+    @exclusivity(unchecked) weak var parentGroup: SpindleGroupOperation? = nil
     /// When its queue admitted it (ns, CLOCK_MONOTONIC), if that queue collects wait times. Under the queue's lock.
     @exclusivity(unchecked) var admittedAt: UInt64 = 0
 }
@@ -110,13 +114,19 @@ extension SpindleOperation {
             return block
         }
 
-        /// Takes the waiters (leaving none), without creating the side object.
-        mutating func takeWaiters() -> [SpindleSemaphore] {
-            guard let extras = self.extras, !extras.waiters.isEmpty else { return [] }
+        /// Takes the waiters (leaving none), and the group it is a child of (unlinking it), without creating the side
+        /// object.
+        mutating func takeWaitersAndGroup() -> (waiters: [SpindleSemaphore], group: SpindleGroupOperation?) {
+            guard let extras = self.extras else { return ([], nil) }
             let list = extras.waiters
-            extras.waiters = []
-            return list
+            if !list.isEmpty { extras.waiters = [] }
+            let group = extras.parentGroup
+            if group != nil { extras.parentGroup = nil }
+            return (list, group)
         }
+
+        /// The group it is a child of, if any (reading creates nothing).
+        var parentGroup: SpindleGroupOperation? { self.extras?.parentGroup }
 
         /// Records that `key` changed from `old` to `new` (see `ObservationState.record`); returns whether the
         /// caller must drain. Allocates nothing when the operation was never observed.

@@ -1,9 +1,11 @@
 import Synchronization
 
 extension SpindleOperation {
-    /// What can be observed (KVO's key paths, typed).
+    /// What can be observed (KVO's key paths, typed): the properties, and one event, `producedOperation` (the
+    /// operation handed an operation to its queue or group with `produce(_:)`; the sample's
+    /// `operation(_:didProduceOperation:)`).
     public enum Key: Sendable, Hashable, CaseIterable {
-        case isReady, isExecuting, isFinished, isCancelled, queuePriority, dependencies
+        case isReady, isExecuting, isFinished, isCancelled, queuePriority, dependencies, producedOperation
     }
 
     /// One change: `will` comes before the new value is visible (where Spindle can know it in advance),
@@ -16,18 +18,21 @@ extension SpindleOperation {
         public let phase: Phase
         /// The property that changes.
         public let key: Key
-        /// The value before the change; nil only for an initial delivery (`isInitial`), which has no before.
+        /// The value before the change; nil only for an initial delivery (`isInitial`), which has no before, and
+        /// for the event `producedOperation`, which changes no property.
         public let oldValue: ObservedValue?
         /// The value after the change, in the `will` too (every change Spindle reports is known before it is
-        /// visible, as KVO's `.prior` with `.new` would tell); for an initial delivery, the value at registration.
+        /// visible, as KVO's `.prior` with `.new` would tell); for an initial delivery, the value at registration;
+        /// for `producedOperation` (a `did` only), the operation produced (`.operation`).
         public let newValue: ObservedValue
         /// Whether this is the delivery `ObservingOptions.initial` asked for (the current value at registration)
         /// rather than a change.
         public let isInitial: Bool
-        /// "will isFinished: false → true", "did queuePriority: normal → high", "initial isReady: true". Any
-        /// thread.
+        /// "will isFinished: false → true", "did queuePriority: normal → high", "initial isReady: true",
+        /// "did producedOperation: fetch". Any thread.
         public var description: String {
             if self.isInitial { return "initial \(self.key): \(self.newValue)" }
+            if self.oldValue == nil { return "\(self.phase) \(self.key): \(self.newValue)" }
             return "\(self.phase) \(self.key): \(self.oldValue.map { "\($0)" } ?? "nil") → \(self.newValue)"
         }
     }
@@ -121,6 +126,16 @@ extension SpindleOperation {
             if did { self.pending.append((Change(.did, key, from: old, to: new), self.nextID, 0)) }
         }
 
+        /// Records the event `key` (a `did` carrying `value`, no old value) for the observers registered so far
+        /// that watch it; returns whether the caller must drain. Nothing after the end (sealed).
+        mutating func recordEvent(_ key: Key, _ value: ObservedValue) -> Bool {
+            if self.observers.isEmpty || self.sealed { return false }
+            guard self.observers.contains(where: { $0.keys.contains(key) }) else { return false }
+            let change = Change(phase: .did, key: key, oldValue: nil, newValue: value, isInitial: false)
+            self.pending.append((change, self.nextID, 0))
+            return self.claimDelivery()
+        }
+
         /// Queues `changes` for observer `id` alone, ahead of every change recorded later, even once sealed;
         /// returns whether the caller must drain.
         mutating func queue(_ changes: [Change], for id: UInt64) -> Bool {
@@ -146,13 +161,14 @@ extension SpindleOperation {
     /// the operation had already finished when you registered, `handler` is called once with `did isFinished` (if
     /// observed) so no observer misses the end.
     ///
-    /// With `options: .initial`, `handler` first gets each observed key's value as it was at registration (one
-    /// change per key, `isInitial`, before any later change and before that late `did isFinished`): on the calling
-    /// thread before this returns; or, if this operation's changes are being delivered at that moment (by another
-    /// thread, or by this one when called from a handler), by the delivering thread, before any later change to
-    /// this observer. A state change whose atomic step came just before registration but is recorded just after
-    /// (a racing `start` or finish) can show both in the initial value and as a change delivered after it; not so
-    /// for `isReady` and `isCancelled`, whose moves are told to the earlier observers only (see `shownReady`).
+    /// With `options: .initial`, `handler` first gets each observed property's value as it was at registration (one
+    /// change per key, none for the event `producedOperation`; `isInitial`, before any later change and before that
+    /// late `did isFinished`): on the calling thread before this returns; or, if this operation's changes are being
+    /// delivered at that moment (by another thread, or by this one when called from a handler), by the delivering
+    /// thread, before any later change to this observer. A state change whose atomic step came just before
+    /// registration but is recorded just after (a racing `start` or finish) can show both in the initial value and
+    /// as a change delivered after it; not so for `isReady` and `isCancelled`, whose moves are told to the earlier
+    /// observers only (see `shownReady`).
     /// Callable from any thread.
     @discardableResult
     public final func observe(_ keys: Set<Key> = Set(Key.allCases), options: ObservingOptions = [],

@@ -1,7 +1,7 @@
 extension SpindleOperation {
     /// The value of an observed key, typed (what KVO's change dictionary holds under `.oldKey` and `.newKey`):
     /// `bool` for `isReady`, `isExecuting`, `isFinished` and `isCancelled`, `priority` for `queuePriority`,
-    /// `dependencies` for `dependencies`.
+    /// `dependencies` for `dependencies`, `operation` for the event `producedOperation`.
     public enum ObservedValue: Sendable, Hashable, CustomStringConvertible {
         /// The value of `isReady`, `isExecuting`, `isFinished` or `isCancelled`.
         case bool(Bool)
@@ -9,6 +9,8 @@ extension SpindleOperation {
         case priority(QueuePriority)
         /// The value of `dependencies`: the operations, in the order they were added.
         case dependencies([SpindleOperation])
+        /// The operation an event is about: for `producedOperation`, the operation produced.
+        case operation(SpindleOperation)
 
         /// The flag, if this is the value of `isReady`, `isExecuting`, `isFinished` or `isCancelled`; else nil.
         public var boolValue: Bool? {
@@ -28,6 +30,12 @@ extension SpindleOperation {
             return nil
         }
 
+        /// The operation, if this is the value of the event `producedOperation`; else nil.
+        public var operationValue: SpindleOperation? {
+            if case .operation(let value) = self { return value }
+            return nil
+        }
+
         /// Equal when of the same case with equal flags or priorities, or the same operations (by identity) in the
         /// same order. Any thread.
         public static func == (a: ObservedValue, b: ObservedValue) -> Bool {
@@ -36,6 +44,7 @@ extension SpindleOperation {
             case (.priority(let x), .priority(let y)): return x == y
             case (.dependencies(let x), .dependencies(let y)):
                 return x.count == y.count && zip(x, y).allSatisfy { $0 === $1 }
+            case (.operation(let x), .operation(let y)): return x === y
             default: return false
             }
         }
@@ -53,11 +62,14 @@ extension SpindleOperation {
                 hasher.combine(2)
                 hasher.combine(operations.count)
                 for operation in operations { hasher.combine(ObjectIdentifier(operation)) }
+            case .operation(let operation):
+                hasher.combine(3)
+                hasher.combine(ObjectIdentifier(operation))
             }
         }
 
-        /// "true", "high", "[fetch, parse]" (display names; past four, "+N more"). Any thread; the names of
-        /// dependencies are read when this is called (each under its own operation's lock, never ours).
+        /// "true", "high", "[fetch, parse]" (display names; past four, "+N more"), "fetch". Any thread; the names
+        /// of operations are read when this is called (each under its own operation's lock, never ours).
         public var description: String {
             switch self {
             case .bool(let value): return "\(value)"
@@ -66,6 +78,7 @@ extension SpindleOperation {
                 var names = operations.prefix(4).map(\.displayName)
                 if operations.count > 4 { names.append("+\(operations.count - 4) more") }
                 return "[\(names.joined(separator: ", "))]"
+            case .operation(let operation): return operation.displayName
             }
         }
     }
@@ -77,8 +90,9 @@ extension SpindleOperation {
         public let rawValue: UInt8
         /// An option set from raw bits. Any thread; throws nothing.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
-        /// Deliver each observed key's current value once, at registration (KVO's `.initial`): one change per key,
-        /// `isInitial`, phase `did`, no old value, in `Key.allCases` order, before any later change.
+        /// Deliver each observed property's current value once, at registration (KVO's `.initial`): one change per
+        /// key (none for the event `producedOperation`, which has no value), `isInitial`, phase `did`, no old value,
+        /// in `Key.allCases` order, before any later change.
         public static let initial = ObservingOptions(rawValue: 1)
     }
 }
@@ -100,7 +114,7 @@ extension SpindleOperation {
     /// whose state word moved before, but that is recorded only after, may show in both; see `observe`).
     func initialChanges(for keys: Set<Key>, in l: inout Locked) -> [Change] {
         let state = self.currentState
-        return Key.allCases.filter(keys.contains).map { key in
+        return Key.allCases.filter { keys.contains($0) && $0 != .producedOperation }.map { key in
             let value: ObservedValue
             switch key {
             case .isReady: value = .bool(state.isReady)
@@ -110,6 +124,7 @@ extension SpindleOperation {
             case .queuePriority:
                 value = .priority(.rounding(Int(self.priorityStorage.load(ordering: .sequentiallyConsistent))))
             case .dependencies: value = .dependencies(l.dependencies.array)
+            case .producedOperation: preconditionFailure("an event has no initial value")  // filtered out above
             }
             return Change(phase: .did, key: key, oldValue: nil, newValue: value, isInitial: true)
         }

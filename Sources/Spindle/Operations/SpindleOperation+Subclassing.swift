@@ -18,8 +18,8 @@ extension SpindleOperation {
     ///
     /// - Parameter error: kept in `error` (nil for success).
     /// - Throws: `operationAlreadyFinished` on a second call; `operationNotExecuting` if it neither began executing
-    ///   nor was cancelled, or if it is cancelled but still waiting in a queue (the queue finishes it). Nothing
-    ///   changes then.
+    ///   nor was cancelled, or if it is cancelled but still waiting in a queue (the queue finishes it);
+    ///   `groupFinishesByItself` on a `SpindleGroupOperation`. Nothing changes then.
     ///
     /// Porting: a base class that declares its own `finish(_ errors: [Error] = [])` (the "Advanced NSOperations"
     /// sample, PSOperations) keeps its `finish()` calls: this method is a disfavoured overload, so a plain
@@ -27,12 +27,54 @@ extension SpindleOperation {
     /// `try finish(throwing: errors.first)`.
     @_disfavoredOverload
     public final func finish(throwing error: (any Error)? = nil) throws(SpindleError) {
+        if self is SpindleGroupOperation { throw .groupFinishesByItself(name: self.displayName) }
         let s = self.currentState
         if s.lifecycle >= .finishing { throw .operationAlreadyFinished(name: self.displayName) }
         if s.beginningFinish() == nil { throw .operationNotExecuting(name: self.displayName) }
         if !self.completeExecution(error: error) {
             // Lost a race with another finishing call.
             throw .operationAlreadyFinished(name: self.displayName)
+        }
+    }
+
+    /// What `claimExecution` found.
+    enum ExecutionClaim {
+        /// It moved into `executing` (the isExecuting change emitted): the caller runs it.
+        case claimed
+        /// It was cancelled before it ran (idle or dispatching): the caller finishes it unrun.
+        case cancelled
+        /// It is finishing or finished: nothing to do.
+        case finished
+    }
+
+    /// `enterExecution` without finishing a cancelled operation: a group finishes unrun only once its children are
+    /// through. Throws as `start()`.
+    @inline(__always)
+    final func claimExecution() throws(SpindleError) -> ExecutionClaim {
+        var current = self.currentState
+        while true {
+            switch current.lifecycle {
+            case .finished, .finishing: return .finished
+            case .executing: throw .operationExecuting(name: self.displayName)
+            case .enqueued: throw .operationEnqueued(name: self.displayName)
+            case .idle, .dispatching: break
+            }
+            if current.propagatesFailure && !current.isCancelled && self.hasFailedDependency {
+                // The last gate of `cancelsOnFailedDependency`: nothing starts past a failed dependency.
+                self.cancel(for: .dependencyFailed)
+                current = self.currentState
+                continue
+            }
+            if current.isCancelled { return .cancelled }
+            guard let next = current.beginningExecution() else { throw .operationNotReady(name: self.displayName) }
+            let (done, seen) = self.state.compareExchange(
+                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done {
+                // Only the call that won reports anything: a start that lost to cancel() never says "executing".
+                if self.hasObservers.load(ordering: .relaxed) { self.emitFlag(.isExecuting, to: true) }
+                return .claimed
+            }
+            current = OperationState(raw: seen)
         }
     }
 }

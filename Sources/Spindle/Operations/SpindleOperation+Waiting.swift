@@ -3,7 +3,9 @@
 /// the finish path skip that lock when nobody ever waited.
 extension SpindleOperation {
     /// Blocks until it has finished and everything after (completion block, dependents, its queue) is done.
-    /// - Throws: `waitOnSelf` when called from its own `main` or its own completion block.
+    /// - Throws: `waitOnSelf` when called from its own `main` or its own completion block (for a group, also from
+    ///   its `childDidFinish`); for a `SpindleGroupOperation`, `waitOnOwnGroup` when called from the `main` or
+    ///   completion block of an operation inside it (at any depth), which it waits for.
     public final func waitUntilFinished() throws(SpindleError) {
         _ = try self.waitUntilFinished(until: .distantFuture)
     }
@@ -18,6 +20,11 @@ extension SpindleOperation {
         if self.currentState.isSettled { return true }
         let context = ThreadContext.current
         if context.operation === self || context.completing === self { throw .waitOnSelf(name: self.displayName) }
+        if let group = self as? SpindleGroupOperation,
+            group.encloses(context.operation) || group.encloses(context.completing)
+        {
+            throw .waitOnOwnGroup(name: self.displayName)
+        }
         let semaphore = try! SpindleSemaphore(value: 0)
         if !self.registerWaiter(semaphore) { return true }
         if semaphore.wait(until: deadline) { return true }
@@ -27,15 +34,19 @@ extension SpindleOperation {
         return true
     }
 
-    /// The last step of finishing: marks it settled and wakes everyone in `waitUntilFinished`. A waiter publishes
-    /// `hasWaiters` after registering and then looks at `settled` again; this sets `settled` and then looks at
-    /// `hasWaiters` (all sequentially consistent), so at least one of the two sees the other: either this takes
-    /// the waiter, or the waiter sees it settled and does not wait. Without waiters, no lock is taken.
+    /// The last step of finishing: marks it settled and wakes everyone in `waitUntilFinished`, then tells the group
+    /// it is a child of, if any (`SpindleGroupOperation.childDidSettle`, outside every lock: it may finish the
+    /// group, which runs the group's completion block). A waiter publishes `hasWaiters` after registering and then
+    /// looks at `settled` again; this sets `settled` and then looks at `hasWaiters` (all sequentially consistent),
+    /// so at least one of the two sees the other: either this takes the waiter, or the waiter sees it settled and
+    /// does not wait. A group sets `hasWaiters` when it links a child, before adding it to its inner queue. Without
+    /// waiters or a group, no lock is taken.
     final func releaseWaiters() {
         self.state.bitwiseOr(OperationState.settledBit, ordering: .sequentiallyConsistent)
         guard self.hasWaiters.load(ordering: .sequentiallyConsistent) else { return }
-        let waiters = self.withLocked { $0.takeWaiters() }
+        let (waiters, group) = self.withLocked { $0.takeWaitersAndGroup() }
         for waiter in waiters { waiter.signal() }
+        group?.childDidSettle(self)
     }
 
     /// Registers `semaphore` to be signalled once it has settled. Returns false (registering nothing) if it has

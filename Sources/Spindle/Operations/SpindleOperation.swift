@@ -24,7 +24,9 @@ import Synchronization
 ///   `extras` (under `lockWord`).
 ///
 /// Lock order: `DependencyGraph.lock` → a queue's lock → an operation's `locked` → `DeadlineTimer.lock`. Never two
-/// operations' `locked` at once. No user code (`main`, completion blocks, observers) ever runs under any of these.
+/// operations' `locked` at once. A group's `lock` (`SpindleGroupOperation`) is a leaf outside this order: it is
+/// never taken while any of these is held, and nothing is taken while it is held. No user code (`main`, completion
+/// blocks, observers) ever runs under any of these.
 open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     // MARK: Stored state
     // Laid out so that a plain operation is small (88 bytes; a one-block `SpindleBlockOperation` 104), inside
@@ -47,8 +49,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     let priorityStorage = Atomic<Int8>(0)
     /// Whether `threadPriority` was set (its value is then in `extras`); the default 0.5 needs no side object.
     let hasThreadPriority = Atomic<Bool>(false)
-    /// Set (and never cleared) once anyone registered in `waiters`; lets the finish path skip the lock otherwise
-    /// (see `releaseWaiters`).
+    /// Set (and never cleared) once anyone registered in `waiters`, or a group linked it as a child; lets the
+    /// finish path skip the lock otherwise (see `releaseWaiters`).
     let hasWaiters = Atomic<Bool>(false)
     /// In the queue's inbox: the next older operation there (written by the adding thread before the push
     /// publishes it). In a ready bucket: the next one there. The two uses never overlap.
@@ -221,34 +223,14 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// Moves into `executing` (emitting the isExecuting change) and returns true; or, if cancelled before it ran,
     /// finishes it unrun and returns false; or returns false if already finished.
     /// - Throws: as `start()`.
+    @inline(__always)
     final func enterExecution() throws(SpindleError) -> Bool {
-        var current = self.currentState
-        while true {
-            switch current.lifecycle {
-            case .finished, .finishing: return false
-            case .executing: throw .operationExecuting(name: self.displayName)
-            case .enqueued: throw .operationEnqueued(name: self.displayName)
-            case .idle, .dispatching: break
-            }
-            if current.propagatesFailure && !current.isCancelled && self.hasFailedDependency {
-                // The last gate of `cancelsOnFailedDependency`: nothing starts past a failed dependency.
-                self.cancel(for: .dependencyFailed)
-                current = self.currentState
-                continue
-            }
-            if current.isCancelled {
-                self.completeExecution(error: nil)
-                return false
-            }
-            guard let next = current.beginningExecution() else { throw .operationNotReady(name: self.displayName) }
-            let (done, seen) = self.state.compareExchange(
-                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-            if done {
-                // Only the call that won reports anything: a start that lost to cancel() never says "executing".
-                if self.hasObservers.load(ordering: .relaxed) { self.emitFlag(.isExecuting, to: true) }
-                return true
-            }
-            current = OperationState(raw: seen)
+        switch try self.claimExecution() {
+        case .claimed: return true
+        case .cancelled:
+            self.completeExecution(error: nil)
+            return false
+        case .finished: return false
         }
     }
 
@@ -400,7 +382,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     public static func perform(_ operation: SpindleOperation) -> Bool {
         let s = operation.currentState
         guard s.lifecycle == .idle, s.isReady else { return false }
-        if s.isCancelled {
+        if s.isCancelled && !(operation is SpindleGroupOperation) {  // a group finishes after its children: started
             return operation.completeExecution(error: nil)
         }
         if !operation.isAsynchronous {

@@ -15,7 +15,8 @@ final class ThreadContext {
     @exclusivity(unchecked) var operationRef: Unmanaged<SpindleOperation>?
     /// `operationRef`, as a reference.
     var operation: SpindleOperation? { self.operationRef?.takeUnretainedValue() }
-    /// The operation whose completion block is running on this thread.
+    /// The operation whose completion block is running on this thread (or the group whose `childDidFinish` runs
+    /// here: waiting for that group from there would wait for itself).
     @exclusivity(unchecked) unowned(unsafe) var completing: SpindleOperation?
     /// The queue that owned `completing` (its members still count it until the completion block returns, so
     /// waiting for that queue from the block can never end: `waitUntilAllOperationsAreFinished` throws).
