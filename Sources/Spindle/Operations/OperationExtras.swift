@@ -24,6 +24,9 @@ final class OperationExtras {
     @exclusivity(unchecked) var deadlineEntry: DeadlineEntry? = nil  // armed deadline, in `DeadlineTimer.shared`'s heap
     @exclusivity(unchecked) var threadPriority: Double = 0.5  // meaningful once `SpindleOperation.hasThreadPriority` is set
     @exclusivity(unchecked) var moreBlocks: [@Sendable () -> Void] = []  // a `SpindleBlockOperation`'s blocks after the first
+    /// Its conditions and exclusivity categories (a gated operation only). The reference is under the operation's
+    /// lock; the gate's own fields say which lock guards each (`OperationGate`).
+    @exclusivity(unchecked) var gate: OperationGate? = nil
     /// When its queue admitted it (ns, CLOCK_MONOTONIC), if that queue collects wait times. Under the queue's lock.
     @exclusivity(unchecked) var admittedAt: UInt64 = 0
 }

@@ -71,6 +71,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
                 throw .queueShutDown(name: self.name)
             }
             core.noteAdded(level: operation.queuePriority.bucket)
+            operation.gateEnqueuedIfGated()
         } else {
             // Barriers and run-loop-served queues: admitted under the lock, after everything added before.
             guard let after = core.admitOne(operation) else {
@@ -78,6 +79,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
                 throw .queueShutDown(name: self.name)
             }
             core.perform(after)
+            operation.gateEnqueuedIfGated()
         }
     }
 
@@ -130,6 +132,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             throw failure
         }
         core.perform(core.admitClaimedBatchUnlocking(operations))
+        for op in operations { op.gateEnqueuedIfGated() }
         if waitUntilFinished {
             for op in operations { try op.waitUntilFinished() }
         }
@@ -154,6 +157,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
                 }
             }
             l.queue = Unmanaged.passUnretained(self)
+            // A gated operation took its gate's hold (`enqueuing`): if that made it not ready, say so later.
+            if s.isGated { l.extras?.gate?.enqueuedUnready = s.pendingDependencies == 1 && !s.isCancelled }
             return nil
         }
         if error == nil { self.core.addOutstanding() }

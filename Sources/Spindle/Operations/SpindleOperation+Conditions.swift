@@ -1,0 +1,233 @@
+/// Conditions and mutual exclusivity: an operation's gate (the toolkit of Apple's "Advanced NSOperations" sample).
+///
+/// An operation with a condition or an exclusivity category is *gated*: `OperationState.gatedBit`, set while it
+/// is idle, and an `OperationGate` in its side object. Operations without one pay a bit test where the gate could
+/// act (enqueuing, the add paths, `cancel`, the finish path, the dependency decrement, `start`), nothing more.
+///
+/// The gate's steps, for an operation added to a queue:
+/// 1. **Hold** (in the add, under the operation's lock): enqueuing takes one pending count for the gate
+///    (`gateHoldBit`), so the operation cannot become ready before the gate has passed.
+/// 2. **Produce** (`gateEnqueued`, on the adding thread after the add succeeded, no lock held): each condition may
+///    produce a dependency; it becomes a dependency of the operation and, if it is in no queue, joins the same one.
+/// 3. **Arm or open**: if real dependencies are still pending, the adding thread sets `gateArmedBit` and leaves;
+///    the `dependencyFinished` decrement that leaves the hold alone clears the bit in the same compare-and-swap and
+///    opens the gate on its thread (exactly one thread opens it). Otherwise the adding thread opens it at once.
+/// 4. **Acquire** (`openGate`): the exclusivity categories, in sorted order, from `ExclusivityController`; if one
+///    is held, the operation waits in its line and the thread that releases it continues from step 5.
+/// 5. **Evaluate** (`gateCategoriesAcquired`): the conditions, in order, outside every lock; the first failure
+///    finishes the operation unrun (`failGate`: `error` = `SpindleError.conditionFailed`, then `cancel()`).
+/// 6. **Release the hold** (`releaseGateHold`): the operation becomes ready and goes to its queue as usual.
+/// 7. Its categories are **released** when it finishes (however it ended: after its completion block, before its
+///    dependents are told), or as soon as it is cancelled if it had not begun executing (`cancel()`): a cancelled
+///    or failed operation never holds one, and a cancelled waiter leaves its line at once.
+///
+/// A cancelled operation skips what is left of steps 2–5 (it is ready anyway, ready = cancelled || pending == 0)
+/// and only gives its hold back. Races, and why each is safe:
+/// - cancel vs. opening: the cancel bit is set before `cancel()` tells the controller; `acquire` refuses a
+///   cancelled operation under the controller's lock, and a release hands nothing to a cancelled waiter, so
+///   whichever comes second sees the first; a grant that lost to a cancel is released by that cancel.
+/// - cancel vs. running: the controller lets go of a cancelled operation only if `cancel()` found it not yet
+///   executing, and then it can never execute (starting requires the cancel bit clear); one cancelled while `main`
+///   runs keeps its categories until it finishes.
+/// - the last dependency vs. arming: both are compare-and-swaps on the state word; arming requires more pending
+///   than the hold, opening requires the armed bit, so exactly one of the two threads opens the gate.
+/// - the finish of the holder vs. a new acquirer: both under the controller's lock; a release hands the category
+///   to the first waiter before unlocking, so a category is never free while someone waits for it.
+///
+/// An operation started by hand (`start()`, `perform`) that is gated and not cancelled is refused with
+/// `gatedOperationNeedsQueue`: its dependencies would have no queue to run on, and a busy category could only be
+/// waited for by blocking the caller. Conditions and categories are added only while the operation is idle.
+extension SpindleOperation {
+    // MARK: - Public API
+
+    /// Attaches a condition (see `SpindleOperationCondition`): once the operation is in a queue, the condition
+    /// may produce a dependency that runs first, and it is evaluated when the dependencies have finished, before
+    /// the operation starts; a failure finishes the operation unrun, with `error` a `SpindleError.conditionFailed`
+    /// and `cancellationReason` `.conditionFailed` (dependents with `cancelsOnFailedDependency` see it as failed).
+    /// A mutually exclusive condition also adds its `name` as an exclusivity category. Any thread.
+    ///
+    /// - Throws: `conditionAddedTooLate` once the operation was added to a queue, started or finished. Nothing
+    ///   changes then.
+    public final func addCondition(_ condition: any SpindleOperationCondition) throws(SpindleError) {
+        let name = condition.name  // user code: read before taking our lock
+        let exclusive = condition.isMutuallyExclusive
+        try self.editGate { gate in
+            gate.conditions.append(condition)
+            if exclusive { gate.insertCategory(name) }
+        }
+    }
+
+    /// Makes the operation mutually exclusive in `category`, across every queue of the process: at most one
+    /// operation of a category runs at a time (the sample's `MutuallyExclusive`, "one alert on screen"). The next
+    /// one is the first whose dependencies and conditions' dependencies had finished (first come, first served).
+    /// An operation in several categories takes them in sorted order, so no two ever wait for each other. It holds
+    /// a category from the moment it got it until it finishes (a cancelled one that has not started lets go at
+    /// once); meanwhile others of the category wait, even if its queue is suspended. Adding a category twice
+    /// changes nothing. Any thread.
+    ///
+    /// - Throws: `conditionAddedTooLate` once the operation was added to a queue, started or finished. Nothing
+    ///   changes then.
+    public final func addExclusivityCategory(_ category: String) throws(SpindleError) {
+        try self.editGate { $0.insertCategory(category) }
+    }
+
+    /// The conditions attached, in the order they were added. Any thread.
+    public final var conditions: [any SpindleOperationCondition] { self.withLocked { $0.extras?.gate?.conditions ?? [] } }
+
+    /// The exclusivity categories (those added directly and the names of mutually exclusive conditions), sorted:
+    /// the order in which they are acquired. Any thread.
+    public final var exclusivityCategories: [String] { self.withLocked { $0.extras?.gate?.categories ?? [] } }
+
+    // MARK: - Steps (see the notes above)
+
+    /// Step 2 and 3 for an operation just added, if it is gated. Called by every add path once the add succeeded,
+    /// on the adding thread, no lock held. A plain operation pays one relaxed load and a bit test.
+    @inline(__always)
+    final func gateEnqueuedIfGated() {
+        if self.state.load(ordering: .relaxed) & OperationState.gatedBit != 0 { self.gateEnqueued() }
+    }
+
+    @inline(never)
+    private func gateEnqueued() {
+        let taken = self.withLocked { l -> (OperationGate, [any SpindleOperationCondition], SpindleOperationQueue?, Bool)? in
+            guard let gate = l.extras?.gate else { return nil }
+            defer { gate.enqueuedUnready = false }
+            return (gate, gate.conditions, l.queue?.takeUnretainedValue(), gate.enqueuedUnready)
+        }
+        guard let (gate, conditions, queue, unready) = taken, self.currentState.hasGateHold else { return }
+        if unready && !self.isCancelled { self.emitFlag(.isReady, to: false) }
+        if let queue, !self.isCancelled {
+            for condition in conditions {
+                guard let dependency = condition.dependency(for: self) else { continue }
+                if let failure = self.adopt(dependency, on: queue) {
+                    self.failGate(condition: condition.name, error: failure)
+                    break
+                }
+            }
+        }
+        if self.advanceState({ $0.gateArming() }).moved { return }  // the last dependency to finish opens it
+        self.openGate(gate)
+    }
+
+    /// Makes `dependency` (produced by a condition) a dependency, and adds it to `queue` if it is in no queue.
+    /// Returns the error that prevented it, if any.
+    private func adopt(_ dependency: SpindleOperation, on queue: SpindleOperationQueue) -> (any Error)? {
+        do {
+            try self.addDependency(dependency)
+        } catch {
+            return error
+        }
+        guard dependency.currentState.lifecycle == .idle else { return nil }  // queued, running or done already
+        do {
+            try queue.addOperation(dependency)
+        } catch {
+            switch error {
+            case .operationAlreadyInQueue, .operationExecuting, .operationFinished: return nil  // taken meanwhile
+            default: return error
+            }
+        }
+        return nil
+    }
+
+    /// Step 4, on the thread that opened the gate (see `dependencyFinished` for the other opener).
+    final func openGate() {
+        guard let gate = self.withLocked({ $0.extras?.gate }) else { return }
+        self.openGate(gate)
+    }
+
+    private func openGate(_ gate: OperationGate) {
+        if !self.gateMayProceed {
+            self.releaseGateHold()
+            return
+        }
+        let categories = self.withLocked { _ in gate.categories }
+        if !categories.isEmpty {
+            switch ExclusivityController.shared.acquire(gate, for: self, categories: categories) {
+            case .acquired: break
+            case .waiting: return  // the release that hands it its last category continues it
+            case .abandoned:
+                self.releaseGateHold()
+                return
+            }
+        }
+        self.gateCategoriesAcquired(gate)
+    }
+
+    /// Steps 5 and 6: evaluates the conditions (user code, no lock held), then releases the hold.
+    private func gateCategoriesAcquired(_ gate: OperationGate) {
+        let conditions = self.withLocked { _ in gate.conditions }
+        if self.gateMayProceed {
+            for condition in conditions {
+                if case .failed(let error) = condition.evaluate(for: self) {
+                    self.failGate(condition: condition.name, error: error)
+                    break
+                }
+            }
+        }
+        self.releaseGateHold()
+    }
+
+    /// Neither cancelled nor finishing.
+    private var gateMayProceed: Bool {
+        let s = self.currentState
+        return !s.isCancelled && s.lifecycle < .finishing
+    }
+
+    /// Step 6: gives the gate's hold back; the operation becomes ready unless something else holds it back.
+    private func releaseGateHold() {
+        var current = self.currentState
+        while let next = current.releasingGateHold() {
+            let (done, seen) = self.state.compareExchange(
+                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            if done {
+                if !current.isReady && next.isReady { self.becameReady() }
+                return
+            }
+            current = OperationState(raw: seen)
+        }
+    }
+
+    /// Finishes it unrun because `condition` failed with `error` (unless it is already cancelled or finishing):
+    /// the error first, so its finish marks it failed, then the reason and `cancel()`.
+    private func failGate(condition: String, error: any Error) {
+        let failure = SpindleError.conditionFailed(operation: self.displayName, condition: condition, underlying: error)
+        let proceed = self.withLocked { l -> Bool in
+            let s = self.currentState
+            guard s.lifecycle < .finishing, !s.isCancelled else { return false }
+            l.error = failure
+            if l.cancellationReason == nil { l.cancellationReason = .conditionFailed }
+            return true
+        }
+        if proceed { self.cancel() }
+    }
+
+    /// Step 7: lets go of its categories (finished, or cancelled before executing) and continues the gates of the
+    /// operations that got their last category from it. No lock held.
+    final func releaseExclusivity() {
+        guard let gate = self.withLocked({ l in l.extras?.gate.flatMap { $0.categories.isEmpty ? nil : $0 } }) else {
+            return
+        }
+        for (next, operation) in ExclusivityController.shared.release(gate) {
+            operation.gateCategoriesAcquired(next)
+        }
+    }
+
+    /// For diagnostics: where the gate of an operation that it still holds back stands.
+    final var gateSummary: String {
+        guard let gate = self.withLocked({ $0.extras?.gate }) else { return "no gate" }
+        if let place = ExclusivityController.shared.describe(gate) { return "gate: \(place)" }
+        return self.currentState.isGateArmed ? "gate: opens when its dependencies finish" : "gate: opening"
+    }
+
+    /// Runs `body` on the gate (created if needed) under the operation's lock, marking it gated, if it is idle.
+    private func editGate(_ body: (OperationGate) -> Void) throws(SpindleError) {
+        try self.withLocked { l throws(SpindleError) in
+            guard self.advanceState({ $0.gating() }).moved else {
+                throw .conditionAddedTooLate(name: l.name ?? self.defaultName)
+            }
+            let extras = l.more
+            if extras.gate == nil { extras.gate = OperationGate() }
+            body(extras.gate!)
+        }
+    }
+}
