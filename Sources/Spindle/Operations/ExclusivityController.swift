@@ -104,8 +104,8 @@ final class ExclusivityController: @unchecked Sendable {
         }
     }
 
-    /// How many categories are held now (for tests: 0 once every gated operation is through).
-    var categoriesInUse: Int { self.lock.withLock { self.lines.count } }
+    /// Whether someone holds `category` now (for tests and diagnostics).
+    func isHeld(_ category: String) -> Bool { self.lock.withLock { self.lines[category] != nil } }
 
     // MARK: - Under the lock
 
