@@ -18,9 +18,14 @@
 /// or non-empty line of waiters → (its holder releases) handed to the first waiter that is not cancelled, or
 /// absent again when none is left. Invariant: a category with no holder has no line (a release hands it on at
 /// once), so `lines` holds only categories in use.
+///
+/// After `fork()`: the child gets a new, empty controller (`PerProcess`; the parent's lock may be held by a thread
+/// the child does not have). A gate the parent's controller knew (an operation the forking thread was running)
+/// is simply forgotten when it is released in the child.
 final class ExclusivityController: @unchecked Sendable {
-    /// The one controller: categories are process-wide.
-    static let shared = ExclusivityController()
+    /// The controller of this process: categories are process-wide.
+    static var shared: ExclusivityController { ExclusivityController.perProcess.current }
+    private static let perProcess = PerProcess { ExclusivityController() }
 
     /// What `acquire` did.
     enum Acquisition {
@@ -77,6 +82,7 @@ final class ExclusivityController: @unchecked Sendable {
         }
         gate.order = categories
         gate.operation = operation
+        gate.controller = ObjectIdentifier(self)
         return self.acquireRestLocked(gate) ? .acquired : .waiting
     }
 
@@ -135,8 +141,12 @@ final class ExclusivityController: @unchecked Sendable {
         case .outside:
             gate.phase = .done
             return
-        case .waiting: self.lines[gate.order[gate.held]]!.remove(gate)
-        case .holding: break
+        case .waiting, .holding:
+            guard gate.controller == ObjectIdentifier(self) else {  // a parent process's controller knew it
+                self.forget(gate, dropped: &dropped)
+                return
+            }
+            if gate.phase == .waiting { self.lines[gate.order[gate.held]]!.remove(gate) }
         }
         var toHandOn = Array(gate.order[0..<gate.held])
         self.forget(gate, dropped: &dropped)

@@ -6,7 +6,7 @@
 /// - `conditions`, `categories`, `enqueuedUnready`: the owning operation's `lockWord`. `conditions` and
 ///   `categories` change only while the operation is `idle` (`OperationState.gating`); once it is enqueued they are
 ///   fixed, and the gate's steps read them under that lock, then act outside it.
-/// - `phase`, `order`, `held`, `operation`, `lineNext`, `linePrev`: `ExclusivityController.lock`.
+/// - `phase`, `order`, `held`, `operation`, `controller`, `lineNext`, `linePrev`: `ExclusivityController.lock`.
 ///
 /// State machine (`phase`, under the controller's lock; forward only):
 /// - `outside`: not known to the controller (its gate has not opened yet, or it has no category).
@@ -39,6 +39,8 @@ final class OperationGate {
     /// The operation, retained while the controller knows the gate (`waiting` or `holding`), so that a grant can
     /// continue its gate on another thread.
     @exclusivity(unchecked) var operation: SpindleOperation? = nil
+    /// The controller that knows it (a forked child has its own: see `ExclusivityController`).
+    @exclusivity(unchecked) var controller: ObjectIdentifier? = nil
     /// The next gate in the line it waits in (retained by the line).
     @exclusivity(unchecked) var lineNext: OperationGate? = nil
     @exclusivity(unchecked) var linePrev: Unmanaged<OperationGate>? = nil

@@ -207,9 +207,32 @@ extension SpindleOperation {
         guard let gate = self.withLocked({ l in l.extras?.gate.flatMap { $0.categories.isEmpty ? nil : $0 } }) else {
             return
         }
-        for (next, operation) in ExclusivityController.shared.release(gate) {
-            operation.gateCategoriesAcquired(next)
+        SpindleOperation.continueGates(ExclusivityController.shared.release(gate))
+    }
+
+    /// Continues the gates a release granted (step 5 for each), on this thread. A condition that fails cancels its
+    /// operation, whose release grants the next waiter, whose conditions may fail in turn: past a few levels of
+    /// that, grants are left to the outermost call on this thread, which takes them in order, so a long line of
+    /// failing operations cannot overflow the stack.
+    private static func continueGates(_ granted: [(gate: OperationGate, operation: SpindleOperation)]) {
+        if granted.isEmpty { return }
+        let context = ThreadContext.current
+        if context.gateDepth >= 8 {
+            context.deferredGates.append(contentsOf: granted)
+            return
         }
+        context.gateDepth += 1
+        for (gate, operation) in granted { operation.gateCategoriesAcquired(gate) }
+        if context.gateDepth == 1 {
+            var index = 0
+            while index < context.deferredGates.count {
+                let (gate, operation) = context.deferredGates[index]
+                index += 1
+                operation.gateCategoriesAcquired(gate)
+            }
+            context.deferredGates = []
+        }
+        context.gateDepth -= 1
     }
 
     /// For diagnostics: where the gate of an operation that it still holds back stands.

@@ -223,6 +223,31 @@ import Testing
         #expect(!ExclusivityController.shared.isHeld(category))
     }
 
+    @Test func aLongLineOfOperationsWhoseConditionsFailIsHandedOnWithoutDeepRecursion() throws {
+        // Each failure cancels its operation, whose release grants the next in line, on the same thread.
+        let category = ctCategory("failing-line")
+        let queue = try SpindleOperationQueue(name: "ex-failing-line", maxConcurrentOperationCount: 2)
+        let (holder, started, release) = try ctBlockingHolder("holder", category: category)
+        try queue.addOperation(holder)
+        #expect(started.wait())
+        let refusing = CTCondition("refuses", decide: { _ in .failed(CTError(code: 0)) })
+        let line = try (0..<20_000).map { i -> CTOp in
+            let op = CTOp("f\(i)")
+            try op.addExclusivityCategory(category)
+            try op.addCondition(refusing)
+            return op
+        }
+        try queue.addOperations(line)
+        let last = CTOp("last")
+        try last.addExclusivityCategory(category)
+        try queue.addOperation(last)
+        release.open()
+        ctFinish(last)
+        qtDrain(queue)
+        #expect(refusing.evaluated.count == line.count && line.allSatisfy { $0.runs.count == 0 && $0.hasFailed })
+        #expect(last.runs.count == 1 && !ExclusivityController.shared.isHeld(category))
+    }
+
     @Test func aProducedDependencyInTheSameCategoryRunsFirstWithoutDeadlock() throws {
         let category = ctCategory("alert")
         let queue = try SpindleOperationQueue(name: "ex-produce-same", maxConcurrentOperationCount: 2)
