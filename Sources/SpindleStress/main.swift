@@ -49,6 +49,8 @@ let allScenarios: [Scenario] = [
              invariants: ShutdownScenario.invariants, run: ShutdownScenario.run),
     Scenario(name: "retry", summary: "retry operations with random plans, backoffs, cancels and deadlines",
              invariants: RetryScenario.invariants, run: RetryScenario.run),
+    Scenario(name: "gate", summary: "conditions and exclusivity categories on 3 queues: overlaps, outcomes, cancels",
+             invariants: GatedScenario.invariants, run: GatedScenario.run),
 ]
 
 let usage = """
