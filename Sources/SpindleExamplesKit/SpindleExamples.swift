@@ -74,6 +74,9 @@ public enum SpindleExamples {
         SpindleExample(name: "suspend-resume", source: "seed 002 §3.9.5",
                        summary: "a suspended queue starts nothing new until resumed",
                        run: suspendResume),
+        SpindleExample(name: "conditions", source: "Advanced NSOperations (WWDC 2015)",
+                       summary: "a condition whose login dependency runs first; alerts one at a time across queues",
+                       run: conditions),
     ]
 
     /// The example called `name`, if any.
