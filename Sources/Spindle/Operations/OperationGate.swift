@@ -3,7 +3,8 @@
 /// `addExclusivityCategory`; an operation without a gate has none and pays nothing for it.
 ///
 /// Guards (two locks, for two halves that never mix):
-/// - `conditions`, `categories`, `enqueuedUnready`: the owning operation's `lockWord`. `conditions` and
+/// - `conditions`, `categories`, `enqueuedUnready`, `barrierAhead`: the owning operation's `lockWord` (the queue
+///   writes `barrierAhead` while it also holds its own lock). `conditions` and
 ///   `categories` change only while the operation is `idle` (`OperationState.gating`); once it is enqueued they are
 ///   fixed, and the gate's steps read them under that lock, then act outside it.
 /// - `phase`, `order`, `held`, `operation`, `controller`, `lineNext`, `linePrev`: `ExclusivityController.lock`.
@@ -29,6 +30,8 @@ final class OperationGate {
     @exclusivity(unchecked) var categories: [String] = []
     /// Set when it was enqueued, if taking the gate's hold made it not ready (then `isReady → false` is reported).
     @exclusivity(unchecked) var enqueuedUnready = false
+    /// The barrier it was held behind when its queue admitted it (retained until the gate takes it).
+    @exclusivity(unchecked) var barrierAhead: SpindleOperation? = nil
 
     // Under `ExclusivityController.lock`.
     @exclusivity(unchecked) var phase = Phase.outside

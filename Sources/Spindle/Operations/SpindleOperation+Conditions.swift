@@ -9,6 +9,8 @@
 ///    (`gateHoldBit`), so the operation cannot become ready before the gate has passed.
 /// 2. **Produce** (`gateEnqueued`, on the adding thread after the add succeeded, no lock held): each condition may
 ///    produce a dependency; it becomes a dependency of the operation and, if it is in no queue, joins the same one.
+///    An operation with categories that its queue holds behind a barrier also depends on that barrier
+///    (`waitForBarrierAhead`): taking a category before the barrier ran could deadlock it.
 /// 3. **Arm or open**: if real dependencies are still pending, the adding thread sets `gateArmedBit` and leaves;
 ///    the `dependencyFinished` decrement that leaves the hold alone clears the bit in the same compare-and-swap and
 ///    opens the gate on its thread (exactly one thread opens it). Otherwise the adding thread opens it at once.
@@ -62,8 +64,9 @@ extension SpindleOperation {
     /// one is the first whose dependencies and conditions' dependencies had finished (first come, first served).
     /// An operation in several categories takes them in sorted order, so no two ever wait for each other. It holds
     /// a category from the moment it got it until it finishes (a cancelled one that has not started lets go at
-    /// once); meanwhile others of the category wait, even if its queue is suspended. Adding a category twice
-    /// changes nothing. Any thread.
+    /// once); meanwhile others of the category wait, even if its queue is suspended. Added to a queue behind a
+    /// barrier, it also depends on that barrier (and lists it in `dependencies`), so that it takes its categories
+    /// only after the barrier ran. Adding a category twice changes nothing. Any thread.
     ///
     /// - Throws: `conditionAddedTooLate` once the operation was added to a queue, started or finished. Nothing
     ///   changes then.
@@ -89,12 +92,13 @@ extension SpindleOperation {
 
     @inline(never)
     private func gateEnqueued() {
-        let taken = self.withLocked { l -> (OperationGate, [any SpindleOperationCondition], SpindleOperationQueue?, Bool)? in
+        let taken = self.withLocked {
+            l -> (OperationGate, [any SpindleOperationCondition], Bool, SpindleOperationQueue?, Bool)? in
             guard let gate = l.extras?.gate else { return nil }
             defer { gate.enqueuedUnready = false }
-            return (gate, gate.conditions, l.queue?.takeUnretainedValue(), gate.enqueuedUnready)
+            return (gate, gate.conditions, !gate.categories.isEmpty, l.queue?.takeUnretainedValue(), gate.enqueuedUnready)
         }
-        guard let (gate, conditions, queue, unready) = taken, self.currentState.hasGateHold else { return }
+        guard let (gate, conditions, hasCategories, queue, unready) = taken, self.currentState.hasGateHold else { return }
         if unready && !self.isCancelled { self.emitFlag(.isReady, to: false) }
         if let queue, !self.isCancelled {
             for condition in conditions {
@@ -104,9 +108,33 @@ extension SpindleOperation {
                     break
                 }
             }
+            if hasCategories { self.waitForBarrierAhead(in: queue, gate) }
         }
         if self.advanceState({ $0.gateArming() }).moved { return }  // the last dependency to finish opens it
         self.openGate(gate)
+    }
+
+    /// An operation with categories held behind a barrier must not take them before the barrier has run: the
+    /// barrier waits for operations added before it, which may be waiting for one of those categories (a
+    /// deadlock). So it depends on that barrier, recorded when its queue admitted it (admitted now, if the add
+    /// left it in the inbox). Its gate then opens only once the barrier finished.
+    private func waitForBarrierAhead(in queue: SpindleOperationQueue, _ gate: OperationGate) {
+        queue.core.withAdmittedLock {}
+        guard let barrier = self.withLocked({ _ -> SpindleOperation? in
+            defer { gate.barrierAhead = nil }
+            return gate.barrierAhead
+        }) else { return }
+        try? self.addDependency(barrier)  // a barrier made to depend on this operation already deadlocks: ignored
+    }
+
+    /// Called by the queue (under its lock) when it admits the operation held behind `barrier`: a gated one with
+    /// categories remembers it (see `waitForBarrierAhead`). A plain operation: one load and a bit test.
+    final func noteHeldBehind(_ barrier: Unmanaged<SpindleOperation>) {
+        guard self.currentState.isGated else { return }
+        self.withLocked { l in
+            guard let gate = l.extras?.gate, !gate.categories.isEmpty else { return }
+            gate.barrierAhead = barrier.takeUnretainedValue()
+        }
     }
 
     /// Makes `dependency` (produced by a condition) a dependency, and adds it to `queue` if it is in no queue.

@@ -248,6 +248,29 @@ import Testing
         #expect(last.runs.count == 1 && !ExclusivityController.shared.isHeld(category))
     }
 
+    @Test func anOperationHeldBehindABarrierTakesItsCategoryOnlyAfterTheBarrier() throws {
+        // `before` (added before the barrier) waits for its category; the barrier waits for `before`; `after`
+        // (behind the barrier) must not hold the category meanwhile, or nothing would ever move.
+        let category = ctCategory("barrier")
+        let queue = try SpindleOperationQueue(name: "ex-barrier", maxConcurrentOperationCount: 4)
+        let log = QTLog<String>()
+        let unblock = QTGate()
+        let upstream = CTOp("upstream") { unblock.wait() }
+        let before = CTOp("before", log: log)
+        try before.addDependency(upstream)
+        try before.addExclusivityCategory(category)
+        try queue.addOperation(before)
+        try queue.addOperation(upstream)
+        let barrier = queue.addBarrierBlock { log.append("barrier") }
+        let after = CTOp("after", log: log)
+        try after.addExclusivityCategory(category)
+        try queue.addOperation(after)
+        #expect(after.dependencies.contains { $0 === barrier } && !ExclusivityController.shared.isHeld(category))
+        unblock.open()
+        qtDrain(queue)
+        #expect(log.all == ["before", "barrier", "after"])
+    }
+
     @Test func aProducedDependencyInTheSameCategoryRunsFirstWithoutDeadlock() throws {
         let category = ctCategory("alert")
         let queue = try SpindleOperationQueue(name: "ex-produce-same", maxConcurrentOperationCount: 2)
