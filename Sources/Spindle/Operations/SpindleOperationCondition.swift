@@ -17,7 +17,10 @@
 ///
 /// When it is called (only for an operation added to a queue; see `SpindleOperation.addCondition`):
 /// - `dependency(for:)`: once, on the thread that adds the operation to its queue, right after the add. A returned
-///   operation becomes a dependency of it and, if it is in no queue yet, is added to the same queue.
+///   operation becomes a dependency of it and, if it is in no queue yet, is added to the same queue (as any add:
+///   a full bounded queue applies its policy). If that fails (a cycle, a queue shut down or full), the operation
+///   finishes unrun with `SpindleError.conditionFailed` carrying the reason. A returned operation that has
+///   conditions of its own gets them evaluated in turn.
 /// - `evaluate(for:)`: once, when the operation's dependencies (those produced included) have finished and it holds
 ///   its exclusivity categories, on the thread that got it there (the adding thread, or the one that finished its
 ///   last dependency or released the category it waited for). Not called for a cancelled operation.
