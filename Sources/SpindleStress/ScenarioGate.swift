@@ -4,8 +4,10 @@ import Synchronization
 // `gate`: operations with conditions and exclusivity categories over three queues (widths 1, 2, 4). Each round
 // makes 48 operations, each in a random subset of three categories (declared in random order), a quarter with a
 // condition that produces a dependency, some whose condition fails, a third depending on an earlier operation of
-// the round (often on another queue); they are added from two threads at once, and a fifth are cancelled (some
-// before they are added, some from a third thread at a random moment). Invariants:
+// the round added by the same thread (often on another queue); they are added from two threads at once, and a fifth are cancelled (some
+// before they are added, some from a third thread at a random moment); one adding thread puts a barrier in the
+// middle of its adds to a random queue (operations with categories behind it must not take them before it ran, or
+// the round deadlocks). Invariants:
 // - `exclusivity`: no two operations of a category are ever inside `main` at once;
 // - `finished-once`: every operation finished, its completion block ran exactly once, `main` at most once;
 // - `outcome`: not cancelled by the scenario: a passing (or absent) condition ran `main` once with no error; a
@@ -125,7 +127,10 @@ enum GatedScenario {
                 let op = GatedOp(ctx: ctx, plan: plan, categories: mine, work: UInt64(rng.int(0...20_000)))
                 for category in mine { try! op.addExclusivityCategory(category.name) }
                 if plan.condition != .none || plan.produces { try! op.addCondition(GatedCondition(ctx: ctx, plan: plan)) }
-                if i > 0 && rng.int(0...2) == 0 { try! op.addDependency(ops[rng.int(0..<i)]) }
+                // An earlier operation added by the same thread (same parity): its add comes first, so a barrier can
+                // never sit between a dependent added before it and a dependency added after it (a cycle of the
+                // scenario's own making, not the library's).
+                if i > 1 && rng.int(0...2) == 0 { try! op.addDependency(ops[i - 2 * rng.int(1...(i / 2))]) }
                 if plan.cancelBeforeAdd { op.cancel() }
                 ops.append(op)
             }
@@ -133,6 +138,8 @@ enum GatedScenario {
             let later = ops.filter { $0.plan.cancelLater }
             let pauses = later.map { _ in rng.int(0...300) }
             let plannedOps = ops
+            let barrierQueue = queues[rng.int(0..<queues.count)]
+            let barrierRan = Atomic<Int>(0)
             runThreads(ctx, 3, name: "gate-add") { t in
                 if t == 2 {
                     for (op, pause) in zip(later, pauses) {
@@ -141,12 +148,16 @@ enum GatedScenario {
                     }
                     return
                 }
-                for (i, op) in plannedOps.enumerated() where i % 2 == t { try! targets[i].addOperation(op) }
+                for (i, op) in plannedOps.enumerated() where i % 2 == t {
+                    if t == 0 && i == plannedOps.count / 2 { barrierQueue.addBarrierBlock { barrierRan.add(1, ordering: .relaxed) } }
+                    try! targets[i].addOperation(op)
+                }
             }
             guard ctx.drain(queues) else {
                 ctx.violation("not-finished", "round \(rounds) did not drain")
                 return
             }
+            ctx.check(barrierRan.load(ordering: .relaxed) == 1, "not-finished", "the round's barrier did not run once")
             for op in ops {
                 self.check(ctx, op)
                 if op.runs.load(ordering: .relaxed) > 0 { ran += 1 }

@@ -3,8 +3,8 @@
 /// `addExclusivityCategory`; an operation without a gate has none and pays nothing for it.
 ///
 /// Guards (two locks, for two halves that never mix):
-/// - `conditions`, `categories`, `enqueuedUnready`, `barrierAhead`: the owning operation's `lockWord` (the queue
-///   writes `barrierAhead` while it also holds its own lock). `conditions` and
+/// - `conditions`, `categories`, `enqueuedUnready`, `barrierAhead`, `produced`, `produceFailure`: the owning
+///   operation's `lockWord` (the queue writes `barrierAhead` while it also holds its own lock). `conditions` and
 ///   `categories` change only while the operation is `idle` (`OperationState.gating`); once it is enqueued they are
 ///   fixed, and the gate's steps read them under that lock, then act outside it.
 /// - `phase`, `order`, `held`, `operation`, `controller`, `lineNext`, `linePrev`: `ExclusivityController.lock`.
@@ -32,6 +32,10 @@ final class OperationGate {
     @exclusivity(unchecked) var enqueuedUnready = false
     /// The barrier it was held behind when its queue admitted it (retained until the gate takes it).
     @exclusivity(unchecked) var barrierAhead: SpindleOperation? = nil
+    /// During an add: the dependencies its conditions produced (taken back if the add fails), and the first
+    /// failure to adopt one (applied once the add succeeded).
+    @exclusivity(unchecked) var produced: [SpindleOperation] = []
+    @exclusivity(unchecked) var produceFailure: (condition: String, error: any Error)? = nil
 
     // Under `ExclusivityController.lock`.
     @exclusivity(unchecked) var phase = Phase.outside

@@ -7,11 +7,13 @@
 /// The gate's steps, for an operation added to a queue:
 /// 1. **Hold** (in the add, under the operation's lock): enqueuing takes one pending count for the gate
 ///    (`gateHoldBit`), so the operation cannot become ready before the gate has passed.
-/// 2. **Produce** (`gateEnqueued`, on the adding thread after the add succeeded, no lock held): each condition may
-///    produce a dependency; it becomes a dependency of the operation and, if it is in no queue, joins the same one.
-///    An operation with categories that its queue holds behind a barrier also depends on that barrier
-///    (`waitForBarrierAhead`): taking a category before the barrier ran could deadlock it.
-/// 3. **Arm or open**: if real dependencies are still pending, the adding thread sets `gateArmedBit` and leaves;
+/// 2. **Produce** (`gateClaimed`, on the adding thread once the queue claimed it, before it is published there,
+///    no lock held): each condition may produce a dependency; it becomes a dependency of the operation and, if it
+///    is in no queue, joins the same one, ahead of the operation (so no barrier can come between them).
+/// 3. **Arm or open** (`gateEnqueued`, on the adding thread after the add succeeded, no lock held): an operation
+///    with categories that its queue holds behind a barrier first depends on that barrier
+///    (`waitForBarrierAhead`: taking a category before the barrier ran could deadlock it). Then, if real
+///    dependencies are still pending, the adding thread sets `gateArmedBit` and leaves;
 ///    the `dependencyFinished` decrement that leaves the hold alone clears the bit in the same compare-and-swap and
 ///    opens the gate on its thread (exactly one thread opens it). Otherwise the adding thread opens it at once.
 /// 4. **Acquire** (`openGate`): the exclusivity categories, in sorted order, from `ExclusivityController`; if one
@@ -83,8 +85,8 @@ extension SpindleOperation {
 
     // MARK: - Steps (see the notes above)
 
-    /// Step 2 and 3 for an operation just added, if it is gated. Called by every add path once the add succeeded,
-    /// on the adding thread, no lock held. A plain operation pays one relaxed load and a bit test.
+    /// Step 3 for an operation just added, if it is gated. Called by every add path once the add succeeded, on the
+    /// adding thread, no lock held. A plain operation pays one relaxed load and a bit test.
     @inline(__always)
     final func gateEnqueuedIfGated() {
         if self.state.load(ordering: .relaxed) & OperationState.gatedBit != 0 { self.gateEnqueued() }
@@ -93,25 +95,76 @@ extension SpindleOperation {
     @inline(never)
     private func gateEnqueued() {
         let taken = self.withLocked {
-            l -> (OperationGate, [any SpindleOperationCondition], Bool, SpindleOperationQueue?, Bool)? in
+            l -> (OperationGate, Bool, SpindleOperationQueue?, Bool, (condition: String, error: any Error)?)? in
             guard let gate = l.extras?.gate else { return nil }
-            defer { gate.enqueuedUnready = false }
-            return (gate, gate.conditions, !gate.categories.isEmpty, l.queue?.takeUnretainedValue(), gate.enqueuedUnready)
-        }
-        guard let (gate, conditions, hasCategories, queue, unready) = taken, self.currentState.hasGateHold else { return }
-        if unready && !self.isCancelled { self.emitFlag(.isReady, to: false) }
-        if let queue, !self.isCancelled {
-            for condition in conditions {
-                guard let dependency = condition.dependency(for: self) else { continue }
-                if let failure = self.adopt(dependency, on: queue) {
-                    self.failGate(condition: condition.name, error: failure)
-                    break
-                }
+            defer {
+                gate.enqueuedUnready = false
+                gate.produced = []
+                gate.produceFailure = nil
             }
-            if hasCategories { self.waitForBarrierAhead(in: queue, gate) }
+            return (gate, !gate.categories.isEmpty, l.queue?.takeUnretainedValue(), gate.enqueuedUnready,
+                    gate.produceFailure)
         }
+        guard let (gate, hasCategories, queue, unready, failure) = taken, self.currentState.hasGateHold else { return }
+        if unready && !self.isCancelled { self.emitFlag(.isReady, to: false) }
+        if let failure { self.failGate(condition: failure.condition, error: failure.error) }
+        if hasCategories, let queue, !self.isCancelled { self.waitForBarrierAhead(in: queue, gate) }
         if self.advanceState({ $0.gateArming() }).moved { return }  // the last dependency to finish opens it
         self.openGate(gate)
+    }
+
+    /// Step 2 for an operation `queue` has just claimed (enqueued, its hold taken) and not yet published: its
+    /// conditions' dependencies go to the queue *before* it does. Were they added after it, a barrier added by
+    /// another thread in between would wait for the operation, which would wait for a dependency held behind that
+    /// barrier: a deadlock. Called by every add path, on the adding thread, no lock held. A failure to adopt one
+    /// fails the operation only once the add succeeded (`gateEnqueued`); if the add fails instead (a queue shut
+    /// down meanwhile, a bounded queue's refusal), `gateUnclaimedIfGated` takes the produced dependencies off the
+    /// operation again (those the queue accepted stay there and run). A plain operation pays one relaxed load
+    /// and a bit test.
+    @inline(__always)
+    final func gateClaimedIfGated(on queue: SpindleOperationQueue) {
+        if self.state.load(ordering: .relaxed) & OperationState.gatedBit != 0 { self.gateClaimed(on: queue) }
+    }
+
+    @inline(never)
+    private func gateClaimed(on queue: SpindleOperationQueue) {
+        guard let gate = self.withLocked({ $0.extras?.gate }) else { return }
+        let conditions = self.withLocked { _ -> [any SpindleOperationCondition] in
+            gate.produced = []
+            gate.produceFailure = nil
+            return gate.conditions
+        }
+        guard self.currentState.hasGateHold, !self.isCancelled else { return }
+        for condition in conditions {
+            guard let dependency = condition.dependency(for: self) else { continue }
+            let (listed, failure) = self.adopt(dependency, on: queue)
+            self.withLocked { _ in
+                if listed { gate.produced.append(dependency) }
+                if let failure { gate.produceFailure = (condition.name, failure) }
+            }
+            if failure != nil { return }
+        }
+    }
+
+    /// The add of a claimed operation failed after `gateClaimedIfGated`: the dependencies its conditions produced
+    /// are taken off it again, so the failed add leaves it as it was. Called by `unclaim`, with no lock held
+    /// whenever something was produced (a batch refused while claiming, under the queue's lock, produced nothing).
+    @inline(__always)
+    final func gateUnclaimedIfGated() {
+        if self.state.load(ordering: .relaxed) & OperationState.gatedBit != 0 { self.gateUnclaimed() }
+    }
+
+    @inline(never)
+    private func gateUnclaimed() {
+        let produced = self.withLocked { l -> [SpindleOperation] in
+            guard let gate = l.extras?.gate else { return [] }
+            defer {
+                gate.produced = []
+                gate.produceFailure = nil
+            }
+            return gate.produced
+        }
+        for dependency in produced { self.removeDependency(dependency) }
     }
 
     /// An operation with categories held behind a barrier must not take them before the barrier has run: the
@@ -138,23 +191,23 @@ extension SpindleOperation {
     }
 
     /// Makes `dependency` (produced by a condition) a dependency, and adds it to `queue` if it is in no queue.
-    /// Returns the error that prevented it, if any.
-    private func adopt(_ dependency: SpindleOperation, on queue: SpindleOperationQueue) -> (any Error)? {
+    /// Returns whether it is now listed as a dependency, and the error that prevented either step, if any.
+    private func adopt(_ dependency: SpindleOperation, on queue: SpindleOperationQueue) -> (Bool, (any Error)?) {
         do {
             try self.addDependency(dependency)
         } catch {
-            return error
+            return (false, error)
         }
-        guard dependency.currentState.lifecycle == .idle else { return nil }  // queued, running or done already
+        guard dependency.currentState.lifecycle == .idle else { return (true, nil) }  // queued, running or done
         do {
             try queue.addOperation(dependency)
         } catch {
             switch error {
-            case .operationAlreadyInQueue, .operationExecuting, .operationFinished: return nil  // taken meanwhile
-            default: return error
+            case .operationAlreadyInQueue, .operationExecuting, .operationFinished: return (true, nil)  // taken meanwhile
+            default: return (true, error)
             }
         }
-        return nil
+        return (true, nil)
     }
 
     /// Step 4, on the thread that opened the gate (see `dependencyFinished` for the other opener).

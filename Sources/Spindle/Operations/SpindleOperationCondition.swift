@@ -16,11 +16,13 @@
 /// ```
 ///
 /// When it is called (only for an operation added to a queue; see `SpindleOperation.addCondition`):
-/// - `dependency(for:)`: once, on the thread that adds the operation to its queue, right after the add. A returned
-///   operation becomes a dependency of it and, if it is in no queue yet, is added to the same queue (as any add:
-///   a full bounded queue applies its policy). If that fails (a cycle, a queue shut down or full), the operation
-///   finishes unrun with `SpindleError.conditionFailed` carrying the reason. A returned operation that has
-///   conditions of its own gets them evaluated in turn.
+/// - `dependency(for:)`: once, on the thread that adds the operation to its queue, during the add: once the queue
+///   has taken the operation, before it is in the queue. A returned operation becomes a dependency of it and, if
+///   it is in no queue yet, is added to the same queue first (as any add: a full bounded queue applies its
+///   policy). If that fails (a cycle, a queue shut down or full), the operation finishes unrun with
+///   `SpindleError.conditionFailed` carrying the reason. If the operation's own add then fails, the produced
+///   dependencies are taken off it again (one the queue already accepted stays there and runs); a later add asks
+///   again. A returned operation that has conditions of its own gets them asked in turn.
 /// - `evaluate(for:)`: once, when the operation's dependencies (those produced included) have finished and it holds
 ///   its exclusivity categories, on the thread that got it there (the adding thread, or the one that finished its
 ///   last dependency or released the category it waited for). Not called for a cancelled operation.
@@ -39,7 +41,7 @@ public protocol SpindleOperationCondition: Sendable {
     var isMutuallyExclusive: Bool { get }
 
     /// An operation that must finish before `operation` is evaluated (the sample's `dependencyForOperation`), or
-    /// nil (the default). Called once, on the adding thread, right after `operation` was added to its queue.
+    /// nil (the default). Called once, on the adding thread, while `operation` is being added to its queue.
     func dependency(for operation: SpindleOperation) -> SpindleOperation?
 
     /// Whether `operation` may run: `.satisfied`, or `.failed(error)` to finish it unrun with

@@ -127,6 +127,7 @@ extension SpindleOperationQueue {
             }
             claimed += 1
         }
+        try self.produceGateDependenciesLocked(operations)
         let (decision, waiter, after) = core.boundedAddClaimedUnlocking(
             operations, policy: policy, canRunOnCaller: { self.canRunOnCaller(operations) },
             mayWait: { !(checkOwnQueue && self.isOwnQueueOfCallingThread) })

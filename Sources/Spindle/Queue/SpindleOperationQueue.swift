@@ -63,6 +63,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         }
         if core.inbox.isClosed { throw .queueShutDown(name: self.name) }  // early: the push decides
         if let error = self.claim(operation) { throw error }
+        operation.gateClaimedIfGated(on: self)  // its conditions' dependencies go first
         if !operation.isBarrier && core.servingRunLoop == nil {
             // The hot path: no queue lock. One operation lock, three compare-and-swaps, and the lock only when a
             // parked worker must be woken or a thread started.
@@ -131,6 +132,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             core.lock.unlock()
             throw failure
         }
+        try self.produceGateDependenciesLocked(operations)
         core.perform(core.admitClaimedBatchUnlocking(operations))
         for op in operations { op.gateEnqueuedIfGated() }
         if waitUntilFinished {
@@ -165,6 +167,22 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         return error
     }
 
+    /// For a claimed batch with gated operations (caller holds the lock; a plain batch costs a bit test per
+    /// operation): unlocks, lets their conditions' dependencies join the queue first (`gateClaimedIfGated`), and
+    /// locks again. Throws `queueShutDown`, the batch given back and the lock released, if the queue was shut down
+    /// meanwhile.
+    func produceGateDependenciesLocked(_ operations: [SpindleOperation]) throws(SpindleError) {
+        guard operations.contains(where: { $0.currentState.isGated }) else { return }
+        self.core.lock.unlock()
+        for op in operations { op.gateClaimedIfGated(on: self) }
+        self.core.lockAndAdmit()
+        guard self.core.lifecycle.acceptsWork else {
+            self.core.lock.unlock()
+            for op in operations { self.unclaim(op) }
+            throw .queueShutDown(name: self.name)
+        }
+    }
+
     /// Undoes `claim` for an operation of a failed batch (never admitted, so never in a bucket). Its outstanding
     /// count is dropped at once: never the queue's last reference, as the adding thread holds one.
     func unclaim(_ op: SpindleOperation) {
@@ -172,6 +190,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             _ = op.advanceState { $0.dequeuingUnadmitted() }
             l.queue = nil
         }
+        op.gateUnclaimedIfGated()  // what its conditions produced for this add is taken off it again
         self.core.dropOutstanding(1)
     }
 

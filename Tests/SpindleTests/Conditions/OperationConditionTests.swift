@@ -71,6 +71,24 @@ import Testing
         #expect(condition.produced.count == 1 && condition.evaluated.count == 1)
     }
 
+    @Test func aBarrierAddedWhileTheConditionIsAskedCannotComeBetweenTheOperationAndItsDependency() throws {
+        // The dependency joins the queue before the operation: a barrier added meanwhile (here by the condition
+        // itself, as another thread could) is ahead of both, instead of waiting for the operation while the
+        // dependency waits behind it.
+        let queue = try SpindleOperationQueue(name: "ct-barrier", maxConcurrentOperationCount: 2)
+        let log = QTLog<String>()
+        let login = CTOp("login", log: log)
+        let condition = CTCondition("needs-login", produce: { _ in
+            queue.addBarrierBlock { log.append("barrier") }
+            return login
+        })
+        let op = CTOp("op", log: log)
+        try op.addCondition(condition)
+        try queue.addOperation(op)
+        qtDrain(queue)
+        #expect(log.all == ["barrier", "login", "op"])
+    }
+
     @Test func theConditionIsEvaluatedOnlyAfterDependenciesOnAnotherQueueFinished() throws {
         let first = try SpindleOperationQueue(name: "ct-across-1")
         let second = try SpindleOperationQueue(name: "ct-across-2")
@@ -131,22 +149,24 @@ import Testing
         qtDrain(queue)
     }
 
-    @Test func aDependencyProducedWhileTheQueueShutsDownFailsTheOperationWhichStillFinishes() throws {
+    @Test func aQueueShutDownWhileTheConditionIsAskedRefusesTheAddAndLeavesTheOperationAsItWas() throws {
         let queue = try SpindleOperationQueue(name: "ct-shutdown")
-        let refused = CTOp("refused")
+        let login = CTOp("login")
         let condition = CTCondition("shuts-down", produce: { _ in
-            queue.shutdown(.drain)  // the operation itself was accepted; what it produces now is refused
-            return refused
+            queue.shutdown(.drain)  // during the add: the operation is refused, and so is what it produced
+            return login
         })
         let op = CTOp("op")
         try op.addCondition(condition)
-        try queue.addOperation(op)
-        ctFinish(op)
-        #expect(op.runs.count == 0 && refused.runs.count == 0 && refused.currentState.lifecycle == .idle)
-        let failure = try #require(ctConditionFailure(op))
-        #expect((failure.underlying as? SpindleError)?.description
-                == SpindleError.queueShutDown(name: "ct-shutdown").description)
+        qtExpectError(.queueShutDown(name: "ct-shutdown")) { try queue.addOperation(op) }
+        #expect(op.currentState.lifecycle == .idle && op.isReady && !op.isCancelled && op.error == nil)
+        #expect(op.dependencies.isEmpty && login.currentState.lifecycle == .idle)  // taken back off it
         #expect(try queue.awaitTermination(timeout: .seconds(qtDeadline)))
+        let other = try SpindleOperationQueue(name: "ct-after-shutdown")
+        try other.addOperation(op)  // asked again: this time the login joins `other`, and runs first
+        ctFinish(op)
+        #expect(login.runs.count == 1 && op.runs.count == 1 && condition.produced.count == 2)
+        qtDrain(other)
     }
 
     @Test func conditionsAreEvaluatedInOrderAndTheFirstFailureDecides() throws {
