@@ -9,7 +9,9 @@
 ///    (`gateHoldBit`), so the operation cannot become ready before the gate has passed.
 /// 2. **Produce** (`gateClaimed`, on the adding thread once the queue claimed it, before it is published there,
 ///    no lock held): each condition may produce a dependency; it becomes a dependency of the operation and, if it
-///    is in no queue, joins the same one, ahead of the operation (so no barrier can come between them).
+///    is in no queue, joins the same one, ahead of the operation (so no barrier can come between them). A
+///    dependency that cannot be adopted fails the operation only once its add succeeded; if the add fails, what
+///    was produced is taken off it again (`gateUnclaimedIfGated`).
 /// 3. **Arm or open** (`gateEnqueued`, on the adding thread after the add succeeded, no lock held): an operation
 ///    with categories that its queue holds behind a barrier first depends on that barrier
 ///    (`waitForBarrierAhead`: taking a category before the barrier ran could deadlock it). Then, if real
@@ -37,6 +39,12 @@
 ///   than the hold, opening requires the armed bit, so exactly one of the two threads opens the gate.
 /// - the finish of the holder vs. a new acquirer: both under the controller's lock; a release hands the category
 ///   to the first waiter before unlocking, so a category is never free while someone waits for it.
+/// - a barrier added by another thread during the add: the produced dependencies are in the queue before the
+///   operation, so the barrier is behind both, ahead of both, or between them in that order (then it waits for
+///   the dependency, not the other way round); an operation with categories behind a barrier waits for it before
+///   taking them, so the barrier's predecessors never wait for a category it holds.
+/// - a line of waiters whose conditions fail: each failure cancels, whose release grants the next, on the same
+///   thread; past depth 8 the grants are queued for the outermost call (`continueGates`), so the stack is bounded.
 ///
 /// An operation started by hand (`start()`, `perform`) that is gated and not cancelled is refused with
 /// `gatedOperationNeedsQueue`: its dependencies would have no queue to run on, and a busy category could only be
