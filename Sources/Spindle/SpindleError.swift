@@ -123,6 +123,18 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     /// produces.
     case produceWithoutQueue(name: String)
 
+    // MARK: Conditions and exclusivity (issue 19)
+    /// A condition of the operation `operation` failed: the condition named `condition` returned `.failed` with
+    /// `underlying`, or the dependency it produced could not be added (`underlying` says why). The operation
+    /// finished unrun; this is its `error`.
+    case conditionFailed(operation: String, condition: String, underlying: any Error)
+    /// `addCondition` or `addExclusivityCategory` on an operation that was already added to a queue, started or
+    /// finished.
+    case conditionAddedTooLate(name: String)
+    /// `start()` by hand on an operation with conditions or exclusivity categories that is not cancelled: only a
+    /// queue runs it (its conditions' dependencies need a queue, and a busy category is waited for in line).
+    case gatedOperationNeedsQueue(name: String)
+
     /// A sentence naming the misuse or failure and the object involved (by name). Any thread; throws nothing.
     public var description: String {
         switch self {
@@ -179,6 +191,11 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .produceWhenNotExecuting(let n): return "operation '\(n)' is not executing; it cannot produce operations"
         case .produceWithoutQueue(let n):
             return "operation '\(n)' runs in no queue and no group; there is nowhere to add what it produces"
+        case .conditionFailed(let n, let c, let e): return "operation '\(n)' did not run: its condition '\(c)' failed: \(e)"
+        case .conditionAddedTooLate(let n):
+            return "operation '\(n)' was already added to a queue or started: its conditions and categories are fixed"
+        case .gatedOperationNeedsQueue(let n):
+            return "operation '\(n)' has conditions or exclusivity categories: only a queue can start it"
         }
     }
 }

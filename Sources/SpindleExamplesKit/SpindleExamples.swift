@@ -86,6 +86,9 @@ public enum SpindleExamples {
         SpindleExample(name: "group-operation", source: "Advanced NSOperations (WWDC 2015)",
                        summary: "a group of downloads, each producing its parse; the group's dependent runs last",
                        run: groupOperation),
+        SpindleExample(name: "conditions", source: "Advanced NSOperations (WWDC 2015)",
+                       summary: "a condition whose login dependency runs first; alerts one at a time across queues",
+                       run: conditions),
     ]
 
     /// The example called `name`, if any.

@@ -51,6 +51,8 @@ let allScenarios: [Scenario] = [
              invariants: RetryScenario.invariants, run: RetryScenario.run),
     Scenario(name: "group", summary: "group operations (nested, cancelled, late adds, follow-ups) and produced operations",
              invariants: GroupScenario.invariants, run: GroupScenario.run),
+    Scenario(name: "gate", summary: "conditions and exclusivity categories on 3 queues: overlaps, outcomes, cancels",
+             invariants: GatedScenario.invariants, run: GatedScenario.run),
 ]
 
 let usage = """

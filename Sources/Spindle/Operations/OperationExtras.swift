@@ -28,6 +28,9 @@ final class OperationExtras {
     /// its finish path is complete (`releaseWaiters` takes it and tells the group). Weak: a group that never started
     /// can be released with its children inside (it then cancels them); a started one keeps itself alive.
     @exclusivity(unchecked) weak var parentGroup: SpindleGroupOperation? = nil
+    /// Its conditions and exclusivity categories (a gated operation only). The reference is under the operation's
+    /// lock; the gate's own fields say which lock guards each (`OperationGate`).
+    @exclusivity(unchecked) var gate: OperationGate? = nil
     /// When its queue admitted it (ns, CLOCK_MONOTONIC), if that queue collects wait times. Under the queue's lock.
     @exclusivity(unchecked) var admittedAt: UInt64 = 0
 }

@@ -7,6 +7,11 @@
 /// - bit 6: settled (the finish path is complete: completion block returned, dependents and queue told);
 /// - bit 7: failed (it finished with an error: `main` threw or `finish(throwing:)`; set with `finished`);
 /// - bit 8: propagates failure (`cancelsOnFailedDependency`: a failed or cancelled dependency cancels it);
+/// - bit 9: gated (it has conditions or exclusivity categories; set while `idle`, never cleared);
+/// - bit 10: gate hold (its gate holds it back: one of the pending dependencies is the gate's, added when it was
+///   enqueued, released when the gate opens);
+/// - bit 11: gate armed (the adding thread has added what its conditions produced: the decrement that leaves the
+///   gate's hold alone clears this bit and opens the gate, so exactly one thread does);
 /// - bits 32–63: unfinished dependencies that hold the operation back.
 ///
 /// Lifecycle (forward only, never skipping back):
@@ -19,6 +24,11 @@
 /// - `finished`: terminal. `settled` is set once everything that follows finishing has happened.
 ///
 /// Readiness is derived, never stored: ready = cancelled || pendingDependencies == 0.
+///
+/// The gate (a gated operation only, see `SpindleOperation+Conditions`): enqueuing adds the hold (bit 10 and one
+/// pending); the adding thread then arms it (bit 11) if real dependencies are pending, or opens it at once; the
+/// dependency decrement that leaves the hold alone disarms and opens it; opening ends by releasing the hold (bit 10
+/// and one pending). A failed batch add gives the hold back with the operation (`dequeuingUnadmitted`).
 struct OperationState: Equatable, Sendable, CustomStringConvertible {
     enum Lifecycle: UInt64, Comparable, Sendable {
         case idle = 0, enqueued = 1, dispatching = 2, executing = 3, finishing = 4, finished = 5
@@ -31,6 +41,9 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
     static let settledBit: UInt64 = 1 << 6
     static let failedBit: UInt64 = 1 << 7
     static let propagatesFailureBit: UInt64 = 1 << 8
+    static let gatedBit: UInt64 = 1 << 9
+    static let gateHoldBit: UInt64 = 1 << 10
+    static let gateArmedBit: UInt64 = 1 << 11
     static let pendingShift: UInt64 = 32
     static let pendingOne: UInt64 = 1 << 32
 
@@ -48,6 +61,9 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
     var isSettled: Bool { self.raw & Self.settledBit != 0 }
     var isFailed: Bool { self.raw & Self.failedBit != 0 }
     var propagatesFailure: Bool { self.raw & Self.propagatesFailureBit != 0 }
+    var isGated: Bool { self.raw & Self.gatedBit != 0 }
+    var hasGateHold: Bool { self.raw & Self.gateHoldBit != 0 }
+    var isGateArmed: Bool { self.raw & Self.gateArmedBit != 0 }
     var pendingDependencies: Int { Int(self.raw >> Self.pendingShift) }
     var isReady: Bool { self.isCancelled || self.pendingDependencies == 0 }
 
@@ -89,21 +105,25 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
         return OperationState(raw: self.raw | Self.cancelledBit)
     }
 
-    /// Adding to a queue: `idle` → `enqueued`.
+    /// Adding to a queue: `idle` → `enqueued`; a gated operation also takes its gate's hold (one pending).
     func enqueuing() -> OperationState? {
         guard self.lifecycle == .idle else { return nil }
         var next = self
         next.lifecycle = .enqueued
+        if self.isGated { next.raw = (next.raw | Self.gateHoldBit) &+ Self.pendingOne }
         return next
     }
 
     /// Undoing `enqueuing` when a batch add fails part-way: `enqueued` → `idle`. The operation was never admitted
     /// to the queue, so never pushed to a bucket; a `scheduled` bit set meanwhile (a concurrent cancel) is cleared,
     /// and the queue ignores that operation's pending schedule request (`QueueCore.pushLocked`).
+    /// The gate's hold, taken by `enqueuing`, is given back too (the gate was never armed: that happens only after
+    /// a successful add).
     func dequeuingUnadmitted() -> OperationState? {
         guard self.lifecycle == .enqueued else { return nil }
         var next = OperationState(raw: self.raw & ~Self.scheduledBit)
         next.lifecycle = .idle
+        if self.hasGateHold { next.raw = (next.raw & ~(Self.gateHoldBit | Self.gateArmedBit)) &- Self.pendingOne }
         return next
     }
 
@@ -136,8 +156,39 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
 
     func settling() -> OperationState { OperationState(raw: self.raw | Self.settledBit) }
 
+    // MARK: - The gate (gated operations only)
+
+    /// `addCondition` / `addExclusivityCategory`: marks it gated, only while `idle`.
+    func gating() -> OperationState? {
+        guard self.lifecycle == .idle else { return nil }
+        return OperationState(raw: self.raw | Self.gatedBit)
+    }
+
+    /// The adding thread arms the gate when real dependencies still hold it back (more pending than the hold) and
+    /// it is enqueued and not cancelled; nil otherwise (the adding thread opens the gate itself).
+    func gateArming() -> OperationState? {
+        guard self.hasGateHold, !self.isGateArmed, self.lifecycle == .enqueued, !self.isCancelled,
+            self.pendingDependencies > 1
+        else { return nil }
+        return OperationState(raw: self.raw | Self.gateArmedBit)
+    }
+
+    /// Applied to the result of `removingPendingDependency`: when the gate is armed and only its hold is left,
+    /// the same state disarmed (the thread whose compare-and-swap stores it opens the gate); else nil.
+    func gateOpening() -> OperationState? {
+        guard self.raw & Self.gateArmedBit != 0, self.pendingDependencies == 1 else { return nil }
+        return OperationState(raw: self.raw & ~Self.gateArmedBit)
+    }
+
+    /// The gate opened (or gave up on a cancelled operation): its hold is released.
+    func releasingGateHold() -> OperationState? {
+        guard self.hasGateHold else { return nil }
+        return OperationState(raw: (self.raw & ~(Self.gateHoldBit | Self.gateArmedBit)) &- Self.pendingOne)
+    }
+
     var description: String {
         "\(self.lifecycle)\(self.isCancelled ? "+cancelled" : "")\(self.isScheduled ? "+scheduled" : "")"
-            + "\(self.isSettled ? "+settled" : "")\(self.isFailed ? "+failed" : "") pending=\(self.pendingDependencies)"
+            + "\(self.isSettled ? "+settled" : "")\(self.isFailed ? "+failed" : "")"
+            + "\(self.hasGateHold ? (self.isGateArmed ? "+gate(armed)" : "+gate") : "") pending=\(self.pendingDependencies)"
     }
 }

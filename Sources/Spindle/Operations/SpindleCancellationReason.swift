@@ -7,13 +7,17 @@ public enum SpindleCancellationReason: Sendable, Equatable, CustomStringConverti
     /// It has `cancelsOnFailedDependency` set and one of its dependencies failed (finished with an error) or
     /// was cancelled.
     case dependencyFailed
+    /// One of its conditions failed (`SpindleOperationCondition.evaluate` returned `.failed`, or the dependency a
+    /// condition produced could not be added); its `error` is the `SpindleError.conditionFailed` that says which.
+    case conditionFailed
 
-    /// "cancelled", "deadline expired" or "dependency failed". Any thread; throws nothing.
+    /// "cancelled", "deadline expired", "dependency failed" or "condition failed". Any thread; throws nothing.
     public var description: String {
         switch self {
         case .cancelled: return "cancelled"
         case .deadlineExpired: return "deadline expired"
         case .dependencyFailed: return "dependency failed"
+        case .conditionFailed: return "condition failed"
         }
     }
 }

@@ -92,8 +92,9 @@ extension SpindleOperation {
 
     /// One counted dependency finished (`failed`: with an error, or cancelled) or was removed; becoming ready tells
     /// observers and the queue. With `cancelsOnFailedDependency`, a failed one cancels this operation first, while
-    /// the dependency still holds it back, so it can never start in between. `selfServe`: called by a worker
-    /// finishing the dependency, which may keep this operation for itself; returns whether it did.
+    /// the dependency still holds it back, so it can never start in between. When only an armed gate's hold is left,
+    /// this thread opens the gate (`SpindleOperation+Conditions`). `selfServe`: called by a worker finishing the
+    /// dependency, which may keep this operation for itself; returns whether it did.
     @discardableResult
     final func dependencyFinished(failed: Bool = false, selfServe: Bool = false) -> Bool {
         var current = self.currentState
@@ -102,10 +103,17 @@ extension SpindleOperation {
             current = self.currentState
         }
         while true {
-            let next = current.removingPendingDependency()
+            var next = current.removingPendingDependency()
+            // An armed gate left with its hold alone: disarmed in this compare-and-swap, so this thread alone opens it.
+            let opening = next.gateOpening()
+            if let opening { next = opening }
             let (done, seen) = self.state.compareExchange(
                 expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
             if done {
+                if opening != nil {
+                    self.openGate()
+                    return false
+                }
                 if !current.isReady && next.isReady { return self.becameReady(selfServe: selfServe) }
                 return false
             }

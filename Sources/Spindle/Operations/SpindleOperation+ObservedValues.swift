@@ -139,8 +139,10 @@ extension SpindleOperation {
         }
     }
 
-    /// `isExecuting` or `isFinished` changed to `new`: its old value is `!new`.
+    /// `isExecuting` or `isFinished` changed to `new`: its old value is `!new`. (Never `isReady` or `isCancelled`:
+    /// their changes are reconciled with the state word, `emitReadinessFlags`.)
     final func emitFlag(_ key: Key, to new: Bool, will: Bool = true, did: Bool = true) {
+        assert(key == .isExecuting || key == .isFinished, "\(key) is reconciled, not emitted")
         self.emit(key, from: .bool(!new), to: .bool(new), will: will, did: did)
     }
 

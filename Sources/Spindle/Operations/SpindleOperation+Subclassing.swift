@@ -66,6 +66,8 @@ extension SpindleOperation {
                 continue
             }
             if current.isCancelled { return .cancelled }
+            // A gated operation runs only through a queue (see `SpindleOperation+Conditions`).
+            if current.lifecycle == .idle && current.isGated { throw .gatedOperationNeedsQueue(name: self.displayName) }
             guard let next = current.beginningExecution() else { throw .operationNotReady(name: self.displayName) }
             let (done, seen) = self.state.compareExchange(
                 expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)

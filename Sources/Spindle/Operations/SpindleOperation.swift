@@ -23,10 +23,11 @@ import Synchronization
 /// - `hasObservers`, `hasThreadPriority`, `priorityStorage`: atomics; the first two are hints whose truth is in
 ///   `extras` (under `lockWord`).
 ///
-/// Lock order: `DependencyGraph.lock` → a queue's lock → an operation's `locked` → `DeadlineTimer.lock`. Never two
-/// operations' `locked` at once. A group's `lock` (`SpindleGroupOperation`) is a leaf outside this order: it is
-/// never taken while any of these is held, and nothing is taken while it is held. No user code (`main`, completion
-/// blocks, observers) ever runs under any of these.
+/// Lock order: `DependencyGraph.lock` → a queue's lock → an operation's `locked` → `DeadlineTimer.lock`;
+/// `ExclusivityController.lock` is a leaf after all of them (it may be taken under any, and nothing is taken under
+/// it). Never two operations' `locked` at once. A group's `lock` (`SpindleGroupOperation`) is a leaf outside this
+/// order: it is never taken while any of these is held, and nothing is taken while it is held. No user code
+/// (`main`, completion blocks, observers, conditions) ever runs under any of these.
 open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     // MARK: Stored state
     // Laid out so that a plain operation is small (88 bytes; a one-block `SpindleBlockOperation` 104), inside
@@ -297,6 +298,9 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
                 return l.takeDependents()
             }
         }
+        // Its exclusivity categories go to the next in line before its dependents are told (a dependent in the same
+        // category then finds it free, or its line behind those who came first).
+        if current.isGated { self.releaseExclusivity() }
         if !dependents.isEmpty {
             // Finishing on the worker that ran it, which goes back to its queue's lock right after: the first
             // dependent that becomes ready in that queue is left for this worker (no other worker is woken for it,
@@ -338,6 +342,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
                 expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
             if done {
                 self.emitReadinessFlags()  // isCancelled, and isReady if this made it ready
+                // It will never execute now: its exclusivity categories go to the next in line at once.
+                if current.isGated && current.lifecycle < .executing { self.releaseExclusivity() }
                 if !current.isReady { self.becameReady() }
                 return
             }
@@ -377,7 +383,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// Runs an operation by hand the way the seeds' `performOperation:` does: a ready, uncancelled operation is
     /// started on this thread if synchronous, or on a new detached thread if asynchronous; a cancelled one is
     /// finished unrun. Returns whether it was run (or finished); false, doing nothing, unless it was idle and ready
-    /// (waiting for a dependency, in a queue, running or finished), or if it could not be started.
+    /// (waiting for a dependency, in a queue, running or finished), if it could not be started, or if it has
+    /// conditions or exclusivity categories (only a queue runs those).
     @discardableResult
     public static func perform(_ operation: SpindleOperation) -> Bool {
         let s = operation.currentState
@@ -385,6 +392,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         if s.isCancelled && !(operation is SpindleGroupOperation) {  // a group finishes after its children: started
             return operation.completeExecution(error: nil)
         }
+        if s.isGated { return false }  // only a queue runs a gated operation (`gatedOperationNeedsQueue`)
         if !operation.isAsynchronous {
             do { try operation.start() } catch { return false }
             return true

@@ -34,6 +34,12 @@ final class ThreadContext {
     /// it: the operation is still outstanding there).
     @exclusivity(unchecked) var deferredFinish = false
 
+    /// How deeply this thread is continuing gates granted by a release of exclusivity categories (a failed
+    /// condition cancels its operation, whose release grants the next: see `SpindleOperation.continueGates`), and
+    /// the grants left for the outermost of those calls once the depth limit was reached.
+    @exclusivity(unchecked) var gateDepth = 0
+    @exclusivity(unchecked) var deferredGates: [(gate: OperationGate, operation: SpindleOperation)] = []
+
     /// This thread's `SpindleThread` (`SpindleThread.current`), retained by this context (released in `deinit`):
     /// set by the spawner for a Spindle thread, made on first use for the main thread and threads Spindle did not
     /// create. Unmanaged so that reading it costs no reference counting.

@@ -23,7 +23,9 @@ extension QueueCore {
                         line += ", ready (priority \(op.queuePriority))"
                     } else {
                         let waits = op.dependencies.filter { !$0.isFinished }.map(\.displayName)
-                        line += ", waits on \(s.pendingDependencies): \(waits.joined(separator: ", "))"
+                        let real = s.pendingDependencies - (s.hasGateHold ? 1 : 0)
+                        line += ", waits on \(real): \(waits.joined(separator: ", "))"
+                        if s.hasGateHold { line += ", \(op.gateSummary)" }
                     }
                     if s.propagatesFailure { line += ", cancels on a failed dependency" }
                     if let deadline = op.deadline { line += ", deadline in \(deadline.remaining)" }

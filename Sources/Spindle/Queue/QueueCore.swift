@@ -62,6 +62,9 @@ final class QueueCore: @unchecked Sendable {
     var shuttingDown: Bool { self.lifecycle.isShuttingDown }
     /// Which members are released and which are held behind a barrier (see `BarrierGate`).
     @exclusivity(unchecked) var barriers = BarrierGate<Unmanaged<SpindleOperation>>()
+    /// The barrier admitted last, unretained: alive whenever an operation is held (barriers finish in order, so the
+    /// last one is pending while anything is held), which is the only time it is read (`admitLocked`).
+    @exclusivity(unchecked) var latestBarrier: Unmanaged<SpindleOperation>? = nil
     /// The counters behind `snapshot()` (see `QueueStatistics`).
     @exclusivity(unchecked) var stats = QueueStatistics()
     /// For a queue served by a run loop (the main queue) instead of a pool: that loop (its pending perform is
@@ -222,7 +225,15 @@ final class QueueCore: @unchecked Sendable {
         self.members.append(link, isBarrier: isBarrier)
         let released = self.barriers.admit(link, isBarrier: isBarrier)
         link._withUnsafeGuaranteedRef { $0.placement.move(to: released ? .pending : .held) }
-        if !released { self.releaseHeldLocked() }
+        if !released {
+            if isBarrier {
+                self.latestBarrier = link
+            } else if let barrier = self.latestBarrier {
+                // A gated operation remembers the barrier it waits behind (see `SpindleOperation+Conditions`).
+                link._withUnsafeGuaranteedRef { $0.noteHeldBehind(barrier) }
+            }
+            self.releaseHeldLocked()
+        }
     }
 
     /// Releases what the barrier gate lets go now (held operations up to the next barrier, and that barrier once

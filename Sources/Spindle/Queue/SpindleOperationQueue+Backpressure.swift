@@ -127,12 +127,14 @@ extension SpindleOperationQueue {
             }
             claimed += 1
         }
+        try self.produceGateDependenciesLocked(operations)
         let (decision, waiter, after) = core.boundedAddClaimedUnlocking(
             operations, policy: policy, canRunOnCaller: { self.canRunOnCaller(operations) },
             mayWait: { !(checkOwnQueue && self.isOwnQueueOfCallingThread) })
         core.perform(after)
         switch decision {
         case .admit:
+            for op in operations { op.gateEnqueuedIfGated() }
             return nil
         case .wait:
             return waiter
@@ -152,7 +154,9 @@ extension SpindleOperationQueue {
         let (outcome, name, capacity, after) = self.core.producerWaitEnded(waiter, withdraw: withdraw)
         self.core.perform(after)
         switch outcome {
-        case .granted: return nil
+        case .granted:
+            for op in waiter.operations { op.gateEnqueuedIfGated() }
+            return nil
         case .refused(let error):
             for op in waiter.operations { self.unclaim(op) }
             return error
@@ -176,6 +180,7 @@ extension SpindleOperationQueue {
     private func canRunOnCaller(_ operations: [SpindleOperation]) -> Bool {
         let context = ThreadContext.current
         for (i, op) in operations.enumerated() {
+            if op.currentState.isGated { return false }  // only a queue runs it (`gatedOperationNeedsQueue`)
             for dependency in op.dependencies where !dependency.currentState.isSettled {
                 if dependency === context.operation || dependency === context.completing { return false }
                 if operations[i...].contains(where: { $0 === dependency }) { return false }

@@ -76,6 +76,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         }
         if core.inbox.isClosed { throw .queueShutDown(name: self.name) }  // early: the push decides
         if let error = self.claim(operation) { throw error }
+        operation.gateClaimedIfGated(on: self)  // its conditions' dependencies go first
         if !operation.isBarrier && core.servingRunLoop == nil {
             // The hot path: no queue lock. One operation lock, three compare-and-swaps, and the lock only when a
             // parked worker must be woken or a thread started.
@@ -84,6 +85,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
                 throw .queueShutDown(name: self.name)
             }
             core.noteAdded(level: operation.queuePriority.bucket)
+            operation.gateEnqueuedIfGated()
         } else {
             // Barriers and run-loop-served queues: admitted under the lock, after everything added before.
             guard let after = core.admitOne(operation) else {
@@ -91,6 +93,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
                 throw .queueShutDown(name: self.name)
             }
             core.perform(after)
+            operation.gateEnqueuedIfGated()
         }
     }
 
@@ -142,7 +145,9 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             core.lock.unlock()
             throw failure
         }
+        try self.produceGateDependenciesLocked(operations)
         core.perform(core.admitClaimedBatchUnlocking(operations))
+        for op in operations { op.gateEnqueuedIfGated() }
         if waitUntilFinished {
             for op in operations { try op.waitUntilFinished() }
         }
@@ -167,10 +172,28 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
                 }
             }
             l.queue = Unmanaged.passUnretained(self)
+            // A gated operation took its gate's hold (`enqueuing`): if that made it not ready, say so later.
+            if s.isGated { l.extras?.gate?.enqueuedUnready = s.pendingDependencies == 1 && !s.isCancelled }
             return nil
         }
         if error == nil { self.core.addOutstanding() }
         return error
+    }
+
+    /// For a claimed batch with gated operations (caller holds the lock; a plain batch costs a bit test per
+    /// operation): unlocks, lets their conditions' dependencies join the queue first (`gateClaimedIfGated`), and
+    /// locks again. Throws `queueShutDown`, the batch given back and the lock released, if the queue was shut down
+    /// meanwhile.
+    func produceGateDependenciesLocked(_ operations: [SpindleOperation]) throws(SpindleError) {
+        guard operations.contains(where: { $0.currentState.isGated }) else { return }
+        self.core.lock.unlock()
+        for op in operations { op.gateClaimedIfGated(on: self) }
+        self.core.lockAndAdmit()
+        guard self.core.lifecycle.acceptsWork else {
+            self.core.lock.unlock()
+            for op in operations { self.unclaim(op) }
+            throw .queueShutDown(name: self.name)
+        }
     }
 
     /// Undoes `claim` for an operation of a failed batch (never admitted, so never in a bucket). Its outstanding
@@ -180,6 +203,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             _ = op.advanceState { $0.dequeuingUnadmitted() }
             l.queue = nil
         }
+        op.gateUnclaimedIfGated()  // what its conditions produced for this add is taken off it again
         self.core.dropOutstanding(1)
     }
 
@@ -316,56 +340,6 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     public static var current: SpindleOperationQueue? {
         if let queue = ThreadContext.current.queue { return queue }
         return SpindleThread.isMainThread ? SpindleOperationQueue.main : nil
-    }
-
-    // MARK: - Cancelling and waiting
-
-    /// Cancels every operation in the queue (waiting and running). None is removed at once: waiting ones are
-    /// started in turn and finish without running `main`; their completion blocks run.
-    public func cancelAllOperations() {
-        if self.isInheritedAcrossFork { return }
-        let members: [SpindleOperation] = self.core.withAdmittedLock {
-            var list: [SpindleOperation] = []
-            list.reserveCapacity(self.core.members.count)
-            var node = self.core.members.first
-            while let link = node {
-                let op = link.takeUnretainedValue()
-                list.append(op)
-                node = op.memberNext
-            }
-            return list
-        }
-        for op in members { op.cancel() }
-    }
-
-    /// Blocks until the queue has no operations (including ones added while waiting).
-    /// - Throws: `waitOnOwnQueue` when called from one of this queue's operations (its `main`, or its completion
-    ///   block on whatever thread it runs); `forkedChild` for a queue of a parent process.
-    public func waitUntilAllOperationsAreFinished() throws(SpindleError) {
-        _ = try self.waitUntilAllOperationsAreFinished(until: .distantFuture)
-    }
-
-    /// As `waitUntilAllOperationsAreFinished()`, giving up after `timeout`; returns whether the queue drained.
-    public func waitUntilAllOperationsAreFinished(timeout: Duration) throws(SpindleError) -> Bool {
-        try self.waitUntilAllOperationsAreFinished(until: .after(timeout))
-    }
-
-    /// As `waitUntilAllOperationsAreFinished()`, giving up at `deadline`; returns whether the queue drained.
-    public func waitUntilAllOperationsAreFinished(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
-        let context = ThreadContext.current
-        if context.queue === self || context.completingQueue === self
-            || context.operation?.owningQueue === self {
-            throw .waitOnOwnQueue(name: self.name)
-        }
-        try self.refuseIfInheritedAcrossFork()
-        let core = self.core
-        core.lock.lock()
-        defer { core.lock.unlock() }
-        // Admits on every look: operations added while we wait count too.
-        return core.drained.wait(until: deadline) {
-            core.drainInboxLocked()
-            return core.members.count > 0
-        }
     }
 
     /// "SpindleOperationQueue(name)". Any thread.

@@ -11,7 +11,7 @@ import Testing
         "invocation-start", "block-count", "counting-operation", "invocation-queue", "simple-operation",
         "vinny-operation", "my-operation", "width-2", "upload-runloop", "upload-semaphore", "task-with-data",
         "block-operation", "cancellation", "dependencies", "priorities", "completion-block", "add-operations",
-        "waiting", "suspend-resume", "retry", "thread-object", "observed-values", "group-operation",
+        "waiting", "suspend-resume", "retry", "thread-object", "observed-values", "group-operation", "conditions",
     ]
 
     @Test func everyExampleHasAnOrderTestAndAUniqueName() {
