@@ -94,7 +94,8 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
     /// on the calling thread.
     ///
     /// - Throws: `groupFinished` once the group has finished (or is finishing); `groupCycle` if `operation` is this
-    ///   group or one it is inside; as `SpindleOperationQueue.addOperation` for an operation that is in a queue or
+    ///   group or one it is inside; `dependencyCycle` if it waits (directly or not) for this group or one this group
+    ///   is inside; as `SpindleOperationQueue.addOperation` for an operation that is in a queue or
     ///   a group already, executing, or finished. Nothing changes then.
     public final func addOperation(_ operation: SpindleOperation) throws(SpindleError) {
         try self.addChildren([operation])
@@ -122,12 +123,22 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
         //    cancelled group, finish them unrun instead (its inner queue is shut down: it takes nothing more).
         var linked = 0
         var failure: SpindleError? = nil
-        for child in children {
-            if let error = child.joinGroup(self) {
-                failure = error
-                break
+        // Under the dependency graph's lock, so that no `addDependency` racing these links can close a cycle that
+        // neither check sees: a child that waits (directly or not) for this group, or a group it is inside, would
+        // never finish.
+        DependencyGraph.lock.withLock {
+            let groups = [self as SpindleOperation] + self.enclosingGroups
+            for child in children {
+                if let path = self.pathOfUnfinishedDependencies(from: child, to: groups) {
+                    failure = .dependencyCycle(cycle: Self.describeCycle(path, closingOn: child))
+                    break
+                }
+                if let error = child.joinGroup(self) {
+                    failure = error
+                    break
+                }
+                linked += 1
             }
-            linked += 1
         }
         if failure == nil && cancelled {
             self.finishUnrun(children)

@@ -14,19 +14,27 @@ extension SpindleOperation {
     /// is listed but does not hold it back.
     ///
     /// - Throws: `selfDependency` for `addDependency(self)`; `dependencyCycle` (naming the operations on the
-    ///   cycle) when `operation` already waits, directly or not, for this one. Nothing changes then.
+    ///   cycle) when `operation` already waits, directly or not, for this one, or for a `SpindleGroupOperation` this
+    ///   one is inside (which waits for it), or is such a group. Nothing changes then.
     public final func addDependency(_ operation: SpindleOperation) throws(SpindleError) {
         if operation === self { throw .selfDependency(name: self.displayName) }
         let (becameUnready, drain) = try DependencyGraph.lock.withLock { () throws(SpindleError) -> (Bool, Bool) in
-            let (listed, hasDependents) = self.withLocked { l -> (Bool, Bool) in
-                guard let extras = l.extras else { return (false, false) }
+            let (listed, hasDependents, parent) = self.withLocked { l -> (Bool, Bool, SpindleGroupOperation?) in
+                guard let extras = l.extras else { return (false, false, nil) }
                 let listed = extras.dependencySet?.contains(ObjectIdentifier(operation))
                     ?? extras.dependencies.contains { $0 === operation }
-                return (listed, !extras.dependents.isEmpty)
+                return (listed, !extras.dependents.isEmpty, extras.parentGroup)
             }
             if listed { return (false, false) }
-            if hasDependents, let cycle = self.pathOfUnfinishedDependencies(from: operation) {
-                throw .dependencyCycle(cycle: ([self] + cycle).map(\.displayName))
+            // The groups this one is inside wait for it: depending on one of them (directly or not) is a cycle too.
+            let groups = parent.map { [$0] + $0.enclosingGroups } ?? []
+            if let group = groups.first(where: { $0 === operation }) {
+                throw .dependencyCycle(cycle: [self.displayName, "\(group.displayName) (contains \(self.displayName))"])
+            }
+            if hasDependents || !groups.isEmpty,
+                let cycle = self.pathOfUnfinishedDependencies(from: operation, to: [self] + groups)
+            {
+                throw .dependencyCycle(cycle: Self.describeCycle([self] + cycle, closingOn: self))
             }
             // Count it until `operation` has released its dependents (after its completion block), atomically
             // with that step (under its lock).
@@ -153,7 +161,11 @@ extension SpindleOperation {
     /// Called only when `self` has dependents. Cost: one lock when `start` has no dependencies (the common way
     /// graphs are built: new operations depend on older ones), otherwise a depth-first search of `start`'s unfinished
     /// ancestry only; finished operations cannot be on a live cycle and are not entered.
-    private func pathOfUnfinishedDependencies(from start: SpindleOperation) -> [SpindleOperation]? {
+    ///
+    /// `targets`: the search ends at the first of them it reaches (`self`, and the groups `self` is inside).
+    func pathOfUnfinishedDependencies(from start: SpindleOperation, to targets: [SpindleOperation])
+        -> [SpindleOperation]?
+    {
         guard start.withLocked({ !$0.dependencies.isEmpty }) else { return nil }
         var visited: Set<ObjectIdentifier> = [ObjectIdentifier(start)]
         var stack: [(SpindleOperation, Int)] = [(start, 0)]
@@ -167,7 +179,7 @@ extension SpindleOperation {
             }
             stack[stack.count - 1].1 = index + 1
             let next = deps[index]
-            if next === self { return path + [self] }
+            if targets.contains(where: { $0 === next }) { return path + [next] }
             guard next.currentState.lifecycle != .finished, visited.insert(ObjectIdentifier(next)).inserted else {
                 continue
             }
@@ -175,5 +187,26 @@ extension SpindleOperation {
             path.append(next)
         }
         return nil
+    }
+}
+
+extension SpindleOperation {
+    /// The groups this operation is inside, innermost first (each waits for it), following the child → group links
+    /// while they last (a child's link goes when its finish path completes). O(depth); one operation lock at a time.
+    final var enclosingGroups: [SpindleGroupOperation] {
+        var groups: [SpindleGroupOperation] = []
+        var node = self.parentGroup
+        while let group = node {
+            groups.append(group)
+            node = group.parentGroup
+        }
+        return groups
+    }
+
+    /// The names along `path` (each depends on the next), its last element named as the group containing
+    /// `operation` when it is not `operation` itself.
+    static func describeCycle(_ path: [SpindleOperation], closingOn operation: SpindleOperation) -> [String] {
+        guard let last = path.last, last !== operation else { return path.map(\.displayName) }
+        return path.dropLast().map(\.displayName) + ["\(last.displayName) (contains \(operation.displayName))"]
     }
 }

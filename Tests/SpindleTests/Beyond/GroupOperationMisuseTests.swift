@@ -32,6 +32,43 @@ import Testing
         #expect(middle.isFinished && innermost.isFinished)
     }
 
+    /// A child that waited for its own group (or a group around it) would never finish, nor would the group: the
+    /// dependency is refused as a cycle, in either order of making the two links, and nothing changes.
+    @Test func aChildCannotWaitForAGroupItIsInside() throws {
+        let child = GTChild("child")
+        let inner = try SpindleGroupOperation(operations: [child])
+        inner.name = "inner"
+        let outer = try SpindleGroupOperation(operations: [inner])
+        outer.name = "outer"
+        expectSpindleError(.dependencyCycle(cycle: ["child", "inner (contains child)"])) {
+            try child.addDependency(inner)
+        }
+        expectSpindleError(.dependencyCycle(cycle: ["child", "outer (contains child)"])) {
+            try child.addDependency(outer)
+        }
+        let bridge = GTChild("bridge")  // outside both groups, waiting for the outer one
+        try bridge.addDependency(outer)
+        expectSpindleError(.dependencyCycle(cycle: ["child", "bridge", "outer (contains child)"])) {
+            try child.addDependency(bridge)
+        }
+        #expect(child.dependencies.isEmpty)
+
+        // The other order: the dependency first, then the add to the group.
+        let late = GTChild("late")
+        try late.addDependency(bridge)
+        expectSpindleError(.dependencyCycle(cycle: ["late", "bridge", "outer (contains late)"])) {
+            try inner.addOperation(late)
+        }
+        #expect(late.parentGroup == nil && inner.unfinishedChildCount == 1)
+
+        let queue = SpindleOperationQueue(name: "group-cycles")
+        try queue.addOperations([outer, bridge])
+        gtWait(bridge)
+        #expect(child.runs.count == 1 && outer.isFinished)
+        try late.start()  // untouched by the refused add: an ordinary operation
+        #expect(late.runs.count == 1)
+    }
+
     @Test func anOperationInAQueueOrAnotherGroupCannotBeAdded() throws {
         let queue = SpindleOperationQueue()
         queue.isSuspended = true
