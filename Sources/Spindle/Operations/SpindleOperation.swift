@@ -96,12 +96,20 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     @inline(__always) var currentState: OperationState { OperationState(raw: self.state.load(ordering: .acquiring)) }
 
     /// Whether it may start: no unfinished dependency holds it back, or it was cancelled. Finished ones are ready.
+    ///
+    /// Final (one atomic read). Porting an `isReady` override: a condition (`addCondition`, evaluated once the
+    /// dependencies are done) or an exclusivity category (`addExclusivityCategory`); a gate opened from elsewhere is
+    /// a dependency on an operation you finish when it opens.
     public final var isReady: Bool { self.currentState.isReady }
     /// Whether `main` (or a concurrent operation's work) is running.
+    ///
+    /// Final. Porting a KVO-driven `isExecuting`/`isFinished` pair: override `start()`, call `beginExecuting()`,
+    /// and `finish(throwing:)` when the work ends (from any thread); observers see the changes as KVO would.
     public final var isExecuting: Bool { self.currentState.lifecycle == .executing }
-    /// Whether it has finished (by running or by being cancelled). Never reverts.
+    /// Whether it has finished (by running or by being cancelled). Never reverts. Final: see `isExecuting`.
     public final var isFinished: Bool { self.currentState.lifecycle == .finished }
-    /// Whether `cancel()` was called before it began finishing.
+    /// Whether `cancel()` was called before it began finishing. Final: to act on a cancel, override `cancel()`
+    /// and call `super.cancel()`, or observe `.isCancelled`.
     public final var isCancelled: Bool { self.currentState.isCancelled }
     /// Whether its work ends after `start()` returns (concurrent operations). Plain operations: false.
     open var isAsynchronous: Bool { false }
@@ -172,6 +180,9 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// Runs exactly once after the operation finished (also when cancelled), on the finishing thread, outside
     /// every lock; `waitUntilFinished` and dependents wait for it to return. Reads nil once it has started. Setting
     /// one allocates the operation's side object (once), which keeps operations without one small.
+    ///
+    /// Final. Porting a `completionBlock` override that wraps the user's block: observe `.isFinished` instead
+    /// (observers are told before the completion block runs).
     public final var completionBlock: (@Sendable () -> Void)? {
         get { self.withLocked { $0.completionBlock } }
         set { self.withLocked { $0.completionBlock = newValue } }
