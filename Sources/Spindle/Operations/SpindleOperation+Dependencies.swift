@@ -16,6 +16,9 @@ extension SpindleOperation {
     /// - Throws: `selfDependency` for `addDependency(self)`; `dependencyCycle` (naming the operations on the
     ///   cycle) when `operation` already waits, directly or not, for this one, or for a `SpindleGroupOperation` this
     ///   one is inside (which waits for it), or is such a group. Nothing changes then.
+    ///
+    /// Final. Porting an `addDependency` override (one that also records the dependency elsewhere): observe
+    /// `.dependencies`, whose changes carry the list before and after.
     public final func addDependency(_ operation: SpindleOperation) throws(SpindleError) {
         if operation === self { throw .selfDependency(name: self.displayName) }
         let (becameUnready, drain) = try DependencyGraph.lock.withLock { () throws(SpindleError) -> (Bool, Bool) in
