@@ -12,6 +12,9 @@
 ///   enqueued, released when the gate opens);
 /// - bit 11: gate armed (the adding thread has added what its conditions produced: the decrement that leaves the
 ///   gate's hold alone clears this bit and opens the gate, so exactly one thread does);
+/// - bit 12: gate opened (set in the compare-and-swap that decides to open it; never cleared): from then on a new
+///   dependency is listed but does not hold the operation back, as once it is scheduled, so an operation never
+///   holds its exclusivity categories while it waits for a dependency added late;
 /// - bits 32–63: unfinished dependencies that hold the operation back.
 ///
 /// Lifecycle (forward only, never skipping back):
@@ -44,6 +47,7 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
     static let gatedBit: UInt64 = 1 << 9
     static let gateHoldBit: UInt64 = 1 << 10
     static let gateArmedBit: UInt64 = 1 << 11
+    static let gateOpenedBit: UInt64 = 1 << 12
     static let pendingShift: UInt64 = 32
     static let pendingOne: UInt64 = 1 << 32
 
@@ -64,6 +68,7 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
     var isGated: Bool { self.raw & Self.gatedBit != 0 }
     var hasGateHold: Bool { self.raw & Self.gateHoldBit != 0 }
     var isGateArmed: Bool { self.raw & Self.gateArmedBit != 0 }
+    var isGateOpened: Bool { self.raw & Self.gateOpenedBit != 0 }
     var pendingDependencies: Int { Int(self.raw >> Self.pendingShift) }
     var isReady: Bool { self.isCancelled || self.pendingDependencies == 0 }
 
@@ -144,7 +149,7 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
     /// One more unfinished dependency: only before a worker or `start()` took it, and not once scheduled (a
     /// dependency added after the queue found it ready does not hold it back, as with Apple's queues).
     func addingPendingDependency() -> OperationState? {
-        guard self.lifecycle <= .enqueued, !self.isScheduled else { return nil }
+        guard self.lifecycle <= .enqueued, !self.isScheduled, !self.isGateOpened else { return nil }
         return OperationState(raw: self.raw &+ Self.pendingOne)
     }
 
@@ -166,18 +171,21 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
 
     /// The adding thread arms the gate when real dependencies still hold it back (more pending than the hold) and
     /// it is enqueued and not cancelled; nil otherwise (the adding thread opens the gate itself).
-    func gateArming() -> OperationState? {
-        guard self.hasGateHold, !self.isGateArmed, self.lifecycle == .enqueued, !self.isCancelled,
-            self.pendingDependencies > 1
-        else { return nil }
-        return OperationState(raw: self.raw | Self.gateArmedBit)
+    /// When that is not so, the same compare-and-swap marks it opened instead (a dependency added after this is not
+    /// counted), and the adding thread opens it.
+    func gateArmingOrOpening() -> OperationState? {
+        guard self.hasGateHold, !self.isGateArmed, !self.isGateOpened else { return nil }
+        if self.lifecycle == .enqueued, !self.isCancelled, self.pendingDependencies > 1 {
+            return OperationState(raw: self.raw | Self.gateArmedBit)
+        }
+        return OperationState(raw: self.raw | Self.gateOpenedBit)
     }
 
     /// Applied to the result of `removingPendingDependency`: when the gate is armed and only its hold is left,
     /// the same state disarmed (the thread whose compare-and-swap stores it opens the gate); else nil.
     func gateOpening() -> OperationState? {
         guard self.raw & Self.gateArmedBit != 0, self.pendingDependencies == 1 else { return nil }
-        return OperationState(raw: self.raw & ~Self.gateArmedBit)
+        return OperationState(raw: (self.raw & ~Self.gateArmedBit) | Self.gateOpenedBit)
     }
 
     /// The gate opened (or gave up on a cancelled operation): its hold is released.

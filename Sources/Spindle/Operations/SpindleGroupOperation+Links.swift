@@ -53,11 +53,4 @@ extension SpindleGroupOperation {
         }
         return false
     }
-
-    /// Throws `groupCycle` if `child` is this group or a group this one is inside: adding it would make the group
-    /// wait for itself.
-    final func refuseCycle(_ child: SpindleOperation) throws(SpindleError) {
-        guard let group = child as? SpindleGroupOperation, group.encloses(self) else { return }
-        throw .groupCycle(group: self.displayName, child: child.displayName)
-    }
 }

@@ -108,8 +108,7 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
     }
 
     private func addChildren(_ children: [SpindleOperation]) throws(SpindleError) {
-        // 1. Misuse found without counting: a cycle, the same operation twice.
-        for child in children { try self.refuseCycle(child) }
+        // 1. Misuse found without counting: the same operation twice. (Cycles are checked with the links, step 3.)
         if children.count > 1 {
             var seen = Set<ObjectIdentifier>()
             for child in children where !seen.insert(ObjectIdentifier(child)).inserted {
@@ -129,6 +128,12 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
         DependencyGraph.lock.withLock {
             let groups = [self as SpindleOperation] + self.enclosingGroups
             for child in children {
+                // A group containing this one (or itself): checked with the links made, so two groups added to
+                // each other at once cannot both pass.
+                if let group = child as? SpindleGroupOperation, groups.contains(where: { $0 === group }) {
+                    failure = .groupCycle(group: self.displayName, child: child.displayName)
+                    break
+                }
                 if let path = self.pathOfUnfinishedDependencies(from: child, to: groups) {
                     failure = .dependencyCycle(cycle: Self.describeCycle(path, closingOn: child))
                     break
@@ -219,6 +224,9 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
     /// Always true: the group's work ends when its last child has finished, after `start()` returned. Any thread.
     public final override var isAsynchronous: Bool { true }
 
+    /// True: a group (a table lookup where a type check would cost a cast on plain operations' paths).
+    final override var isGroup: Bool { true }
+
     /// A group has no `main` of its own: its work is its children. Not called.
     public final override func main() throws {}
 
@@ -254,15 +262,14 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
     public final override func cancel() {
         super.cancel()
         guard self.isCancelled else { return }
-        let first = self.withLock { () -> Bool in
-            defer { self.cancelRequested = true }
-            return !self.cancelRequested
-        }
+        self.withLock { self.cancelRequested = true }
         // The inner queue's cancelling shutdown (outside our lock: a child's cancel() may be user code): it cancels
         // the members, and from its first step on its workers cancel whatever they take before starting it; adds
         // are refused from then on (`addChildren` finishes those children itself). A group that has not started
         // yet: its queue is resumed, so its children finish now; the group itself finishes when it is started.
-        if first { self.inner.shutdown(.cancel) }
+        // Every call makes it, not only the first: a second `cancel()` racing the first must not return before
+        // that step (the queue's lock orders them; a later call finds it done and changes nothing).
+        self.inner.shutdown(.cancel)
     }
 
     // MARK: - Finishing

@@ -117,7 +117,8 @@ extension SpindleOperation {
         if unready { self.emitReadinessFlags() }  // the hold made it not ready (reconciled with the state word)
         if let failure { self.failGate(condition: failure.condition, error: failure.error) }
         if hasCategories, let queue, !self.isCancelled { self.waitForBarrierAhead(in: queue, gate) }
-        if self.advanceState({ $0.gateArming() }).moved { return }  // the last dependency to finish opens it
+        let (moved, armed) = self.advanceState { $0.gateArmingOrOpening() }
+        if moved && armed.isGateArmed { return }  // the last dependency to finish opens it
         self.openGate(gate)
     }
 

@@ -29,6 +29,10 @@ extension SpindleOperation {
                 return (listed, !extras.dependents.isEmpty, extras.parentGroup)
             }
             if listed { return (false, false) }
+            // A group waits for its children: one depending on its own child could never start.
+            if self.isGroup, let group = self as? SpindleGroupOperation, group.encloses(operation) {
+                throw .dependencyCycle(cycle: [self.displayName, "\(operation.displayName) (inside \(self.displayName))"])
+            }
             // The groups this one is inside wait for it: depending on one of them (directly or not) is a cycle too.
             let groups = parent.map { [$0] + $0.enclosingGroups } ?? []
             if let group = groups.first(where: { $0 === operation }) {

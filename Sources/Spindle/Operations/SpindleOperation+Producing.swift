@@ -11,7 +11,8 @@ extension SpindleOperation {
     /// the sample. It runs on that queue (or in that group) like any other operation added there.
     ///
     /// - Throws: `produceWhenNotExecuting` if this operation is not executing (not started, or finished);
-    ///   `produceWithoutQueue` if it runs in no queue and no group (started by hand); otherwise what adding to that
+    ///   `produceWithoutQueue` if it runs in no queue and no group (started by hand, or run on the adding thread
+    ///   by a full bounded queue's `.callerRuns` policy); otherwise what adding to that
     ///   queue or group throws for `operation` (in a queue or a group already, executing, finished; a full bounded
     ///   queue by its policy; a shut-down queue). Nothing is added and nobody is told then. A `produce` racing this
     ///   operation's own finish may add `operation` without the event: nothing is delivered after `did isFinished`.

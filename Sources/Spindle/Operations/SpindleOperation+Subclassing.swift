@@ -27,7 +27,7 @@ extension SpindleOperation {
     /// `try finish(throwing: errors.first)`.
     @_disfavoredOverload
     public final func finish(throwing error: (any Error)? = nil) throws(SpindleError) {
-        if self is SpindleGroupOperation { throw .groupFinishesByItself(name: self.displayName) }
+        if self.isGroup { throw .groupFinishesByItself(name: self.displayName) }
         let s = self.currentState
         if s.lifecycle >= .finishing { throw .operationAlreadyFinished(name: self.displayName) }
         if s.beginningFinish() == nil { throw .operationNotExecuting(name: self.displayName) }

@@ -113,6 +113,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     public final var isCancelled: Bool { self.currentState.isCancelled }
     /// Whether its work ends after `start()` returns (concurrent operations). Plain operations: false.
     open var isAsynchronous: Bool { false }
+    /// Whether it is a `SpindleGroupOperation` (overridden there): one dynamic call, cheaper than a cast.
+    var isGroup: Bool { false }
 
     /// A name for diagnostics and errors; nil by default. Thread-safe.
     public final var name: String? {
@@ -393,14 +395,15 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
 
     /// Runs an operation by hand the way the seeds' `performOperation:` does: a ready, uncancelled operation is
     /// started on this thread if synchronous, or on a new detached thread if asynchronous; a cancelled one is
-    /// finished unrun. Returns whether it was run (or finished); false, doing nothing, unless it was idle and ready
+    /// finished unrun (a cancelled `SpindleGroupOperation` is started instead, on a detached thread, and finishes
+    /// once its cancelled children have). Returns whether it was run (or finished); false, doing nothing, unless it was idle and ready
     /// (waiting for a dependency, in a queue, running or finished), if it could not be started, or if it has
     /// conditions or exclusivity categories (only a queue runs those).
     @discardableResult
     public static func perform(_ operation: SpindleOperation) -> Bool {
         let s = operation.currentState
         guard s.lifecycle == .idle, s.isReady else { return false }
-        if s.isCancelled && !(operation is SpindleGroupOperation) {  // a group finishes after its children: started
+        if s.isCancelled && !operation.isGroup {  // a group finishes after its children: started
             return operation.completeExecution(error: nil)
         }
         if s.isGated { return false }  // only a queue runs a gated operation (`gatedOperationNeedsQueue`)

@@ -25,10 +25,14 @@
 ///   again. A returned operation that has conditions of its own gets them asked in turn.
 /// - `evaluate(for:)`: once, when the operation's dependencies (those produced included) have finished and it holds
 ///   its exclusivity categories, on the thread that got it there (the adding thread, or the one that finished its
-///   last dependency or released the category it waited for). Not called for a cancelled operation.
+///   last dependency or released the category it waited for: a holder's worker, the thread calling `cancel()`,
+///   `cancelAllOperations` or `shutdown(.cancel)` on a holder or an earlier waiter, or the process's deadline
+///   thread when a deadline cancelled one). Not called for a cancelled operation.
 ///
-/// Both are called outside every lock of Spindle, and may block, but the thread they block is another operation's
-/// (or the adding one). Conditions of one operation are asked in the order they were added; the first that fails
+/// Both are called outside every lock of Spindle, but on a thread that is someone else's (another operation's, a
+/// caller of `cancel()`, the deadline thread): keep them short and never block in them. Timed and async adds to a
+/// bounded queue add a produced dependency with the queue's own full-queue policy (`.block` waits without the
+/// caller's deadline). Conditions of one operation are asked in the order they were added; the first that fails
 /// decides, and the rest are not evaluated.
 public protocol SpindleOperationCondition: Sendable {
     /// The condition's name, for errors (default: the type's name). When `isMutuallyExclusive` is true it is also

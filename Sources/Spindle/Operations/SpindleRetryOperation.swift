@@ -16,7 +16,8 @@
 ///
 /// An attempt succeeds when it finishes with no error and not cancelled. It fails with its `error`; with
 /// `SpindleError.attemptCancelled` if it ended cancelled on its own (its own deadline, say); with what the factory
-/// threw; or with the `SpindleError` its `start()` threw (an attempt that is not ready or belongs to a queue), or
+/// threw; or with the `SpindleError` its `start()` threw (an attempt that is not ready, belongs to a queue, or has
+/// conditions or exclusivity categories: `gatedOperationNeedsQueue`; put those on the retry itself), or
 /// `operationFinished` (an attempt that had already finished: the factory must make a new one each time).
 /// After a success this operation finishes with no error (`succeededAttempt` holds the attempt, to read its
 /// result); after `maxAttempts` failures, with the last attempt's error (all of them in `attemptErrors`).

@@ -11,7 +11,8 @@ public enum SpindleFullQueuePolicy: Sendable, Equatable, CustomStringConvertible
     /// Run the operation on the adding thread instead (as if started by hand, after waiting for its dependencies);
     /// it never becomes a member of the queue. The add returns once it has finished (a concurrent operation: once
     /// its `start()` returned). When that could never end (an operation of the add waits for the operation running
-    /// on the adding thread, or for a later operation of its batch), the add throws `queueFull` instead.
+    /// on the adding thread, or for a later operation of its batch), or when an operation of the add has
+    /// conditions or exclusivity categories (only a queue runs those), the add throws `queueFull` instead.
     case callerRuns
 
     /// "block", "reject" or "callerRuns". Any thread; throws nothing.

@@ -166,12 +166,29 @@ extension SpindleOperationQueue {
         }
     }
 
-    /// Whether the calling thread runs one of this queue's operations (its `main` or its completion block): it may
-    /// hold the slot or the room it would wait for.
+    /// Whether the calling thread runs one of this queue's operations (its `main` or its completion block), or an
+    /// operation inside a `SpindleGroupOperation` of this queue (at any depth): it may hold the slot or the room it
+    /// would wait for (a group holds its slot until its children are through).
     var isOwnQueueOfCallingThread: Bool {
         let context = ThreadContext.current
-        return context.queue === self || context.completingQueue === self
-            || context.operation?.owningQueue === self
+        if context.queue === self || context.completingQueue === self || context.operation?.owningQueue === self {
+            return true
+        }
+        for running in [context.operation, context.completing] {
+            guard let running, let parent = running.parentGroup else { continue }
+            if parent.owningQueue === self || parent.enclosingGroups.contains(where: { $0.owningQueue === self }) {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// Whether the calling thread runs an operation inside a group of this queue (see `isOwnQueueOfCallingThread`):
+    /// a batch wait there holds the group's slot, as one from the queue's own operation holds its own.
+    var isInsideOwnGroup: Bool {
+        let context = ThreadContext.current
+        guard context.queue !== self, let parent = context.operation?.parentGroup else { return false }
+        return parent.owningQueue === self || parent.enclosingGroups.contains { $0.owningQueue === self }
     }
 
     /// Whether the batch can run on the calling thread in its order: no operation waits for an unfinished later

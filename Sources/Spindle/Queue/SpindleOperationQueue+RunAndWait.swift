@@ -11,10 +11,7 @@ extension SpindleOperationQueue {
     ///   (`queueShutDown`, `queueFull`, `forkedChild`…), with nothing run; `resultOfCancelledOperation` if the
     ///   operation was cancelled (by `cancelAllOperations`) before `body` ran; else whatever `body` threw.
     public func addOperationAndWait<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) throws -> Value {
-        let context = ThreadContext.current
-        if context.queue === self || context.completingQueue === self || context.operation?.owningQueue === self {
-            throw SpindleError.waitOnOwnQueue(name: self.name)
-        }
+        if self.isOwnQueueOfCallingThread { throw SpindleError.waitOnOwnQueue(name: self.name) }
         let box = ResultBox<Value>()
         let operation = SpindleBlockOperation { box.store(Result { try body() }) }
         try self.addOperation(operation)

@@ -33,11 +33,7 @@ extension SpindleOperationQueue {
 
     /// As `waitUntilAllOperationsAreFinished()`, giving up at `deadline`; returns whether the queue drained.
     public func waitUntilAllOperationsAreFinished(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
-        let context = ThreadContext.current
-        if context.queue === self || context.completingQueue === self
-            || context.operation?.owningQueue === self {
-            throw .waitOnOwnQueue(name: self.name)
-        }
+        if self.isOwnQueueOfCallingThread { throw .waitOnOwnQueue(name: self.name) }
         try self.refuseIfInheritedAcrossFork()
         let core = self.core
         core.lock.lock()

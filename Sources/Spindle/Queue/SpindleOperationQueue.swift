@@ -67,7 +67,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     ///   `queueShutDown` once `shutdown` began, `forkedChild` for a queue of a parent process (after `fork()`); on
     ///   a full queue `queueFull` (policy `.reject`, or `.callerRuns` when it cannot run on this thread: see
     ///   `SpindleFullQueuePolicy.callerRuns`) or `waitOnOwnQueue` (policy `.block`, called from one of this
-    ///   queue's operations). The queue and the operation are unchanged then.
+    ///   queue's operations). The queue and the operation are unchanged then, except that an operation with
+    ///   conditions has had them asked for their dependencies: one the queue accepted stays there and runs.
     public func addOperation(_ operation: SpindleOperation) throws(SpindleError) {
         try self.refuseIfInheritedAcrossFork()
         let core = self.core
@@ -108,7 +109,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     public func addOperations(_ operations: [SpindleOperation], waitUntilFinished: Bool = false) throws(SpindleError) {
         try self.refuseIfInheritedAcrossFork()
         // A member waiting for a batch in its own queue holds its slot meanwhile: refuse the wait nobody could end.
-        if waitUntilFinished && ThreadContext.current.queue === self {
+        if waitUntilFinished && (ThreadContext.current.queue === self || self.isInsideOwnGroup) {
             guard self.core.beginBatchWait() else { throw .waitOnOwnQueue(name: self.name) }
             defer { self.core.endBatchWait() }
             try self.addOperationsUnchecked(operations, waitUntilFinished: true)

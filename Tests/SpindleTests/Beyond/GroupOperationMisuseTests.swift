@@ -69,6 +69,24 @@ import Testing
         #expect(late.runs.count == 1)
     }
 
+    /// A child waiting for the queue that runs its group would wait for the group's slot, which is held until the
+    /// child is through: refused with `waitOnOwnQueue` (found by review: the untimed forms hung).
+    @Test func aChildCannotWaitForItsGroupsQueue() throws {
+        let queue = try SpindleOperationQueue(name: "outer-serial", maxConcurrentOperationCount: 1)
+        let outcomes = QTLog<String>()
+        let child = GTChild("child") { _ in
+            outcomes.append(opErrorCase { try queue.waitUntilAllOperationsAreFinished() } ?? "no error")
+            outcomes.append(opErrorCase { try queue.addOperations([GTChild("x")], waitUntilFinished: true) } ?? "no error")
+            outcomes.append(opErrorCase { _ = try queue.addOperationAndWait { 1 } } ?? "no error")
+        }
+        let inner = try SpindleGroupOperation(operations: [child])
+        let outer = try SpindleGroupOperation(operations: [inner])
+        try queue.addOperation(outer)
+        gtWait(outer)
+        #expect(outcomes.all == ["waitOnOwnQueue", "waitOnOwnQueue", "waitOnOwnQueue"])
+        try queue.waitUntilAllOperationsAreFinished()
+    }
+
     @Test func anOperationInAQueueOrAnotherGroupCannotBeAdded() throws {
         let queue = SpindleOperationQueue()
         queue.isSuspended = true

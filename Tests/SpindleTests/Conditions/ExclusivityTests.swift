@@ -30,6 +30,32 @@ import Testing
         #expect(!ExclusivityController.shared.isHeld(category))
     }
 
+    /// A dependency added to an operation that is already in its category's line is listed but does not hold it
+    /// back (its gate has opened): otherwise it would hold the category while waiting for a dependency that waits
+    /// for the category (found by review: both never finished).
+    @Test func aDependencyAddedWhileInLineDoesNotHoldTheCategory() throws {
+        let category = ctCategory("late-dependency")
+        let queue = SpindleOperationQueue(name: "ex-late-dep")
+        let (holder, started, release) = try ctBlockingHolder("holder", category: category)
+        try queue.addOperation(holder)
+        #expect(started.wait())
+        let waiter = CTOp("waiter")
+        try waiter.addExclusivityCategory(category)
+        try queue.addOperation(waiter)
+        #expect(!waiter.isReady)
+        let late = CTOp("late")
+        try late.addExclusivityCategory(category)
+        try waiter.addDependency(late)
+        #expect(waiter.dependencies.map(\.displayName) == ["late"])
+        try queue.addOperation(late)
+        release.open()
+        ctFinish(waiter)
+        ctFinish(late)
+        #expect(waiter.runs.count == 1 && late.runs.count == 1)
+        qtDrain(queue)
+        #expect(!ExclusivityController.shared.isHeld(category))
+    }
+
     @Test func manyOperationsOfOneCategoryOnTwoWideQueuesNeverOverlap() throws {
         let category = ctCategory("never-overlap")
         let queues = [try SpindleOperationQueue(name: "ex-wide-1", maxConcurrentOperationCount: 4),
