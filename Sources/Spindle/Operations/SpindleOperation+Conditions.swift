@@ -199,8 +199,10 @@ extension SpindleOperation {
         }
     }
 
-    /// Makes `dependency` (produced by a condition) a dependency, and adds it to `queue` if it is in no queue.
-    /// Returns whether it is now listed as a dependency, and the error that prevented either step, if any.
+    /// Makes `dependency` (produced by a condition) a dependency, and adds it to `queue` if it is in no queue; for
+    /// an operation inside a group, to the group (whose inner queue `queue` is), so the group counts it as a child
+    /// and does not finish before it. Returns whether it is now listed as a dependency, and the error that
+    /// prevented either step, if any.
     private func adopt(_ dependency: SpindleOperation, on queue: SpindleOperationQueue) -> (Bool, (any Error)?) {
         do {
             try self.addDependency(dependency)
@@ -209,7 +211,11 @@ extension SpindleOperation {
         }
         guard dependency.currentState.lifecycle == .idle else { return (true, nil) }  // queued, running or done
         do {
-            try queue.addOperation(dependency)
+            if let group = self.parentGroup {
+                try group.addOperation(dependency)
+            } else {
+                try queue.addOperation(dependency)
+            }
         } catch {
             switch error {
             case .operationAlreadyInQueue, .operationExecuting, .operationFinished: return (true, nil)  // taken meanwhile

@@ -207,6 +207,26 @@ import Testing
         qtDrain(queue)
     }
 
+    /// The dependency a condition produces for a group's child joins the group (counted as its child): the group
+    /// finishes only after it (found by review: it joined the inner queue uncounted, and could outlive the group).
+    @Test func aDependencyProducedInsideAGroupIsAChildOfTheGroup() throws {
+        let release = QTGate()
+        let began = QTGate()
+        let login = CTOp("login") { began.open(); release.wait() }
+        let upload = CTOp("upload")
+        try upload.addCondition(CTCondition("logged-in", produce: { _ in login }))
+        let group = try SpindleGroupOperation(operations: [upload])
+        let queue = SpindleOperationQueue(name: "ct-group")
+        try queue.addOperation(group)
+        began.wait()
+        #expect(login.parentGroup === group)
+        #expect(group.unfinishedChildCount == 2 && !group.isFinished)
+        release.open()
+        ctFinish(group)
+        #expect(login.isFinished && upload.runs.count == 1)
+        qtDrain(queue)
+    }
+
     @Test func isReadyTurnsFalseWhenEnqueuedAndTrueWhenTheGatePasses() throws {
         let queue = SpindleOperationQueue(name: "ct-ready")
         queue.isSuspended = true
