@@ -173,10 +173,10 @@
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:30 "let room = self.slots.room(ready: self.ready.count)" */
 /* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:32 "let action = self.wakeOrSpawnLocked()" */
 /* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "if action == .none { break }" */
-/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:109 "parker.unpark()" */
-/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:99 "plan.unparkAll()" */
-/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:118 "parker.unpark()" */
+/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:101 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "plan.unparkAll()" */
+/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:101 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:182 "let link = self.ready.popHighest()!" */
 /* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "override func fire() { self.core.retrySpawn() }" */
@@ -204,34 +204,34 @@
 /* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:229 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
 /* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "self.publishIdleLocked()  // 5. the places just reserved" */
 /* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:125 "self.perform(self.spawnRetried())" */
-/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:141 "guard canDispatch, !shuttingDown else { return .none }" */
-/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:147 "if self.spinning { return .none }" */
-/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:148 "if let first = self.popIdle() {" */
-/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:149 "self.wakeupsInFlight += 1" */
-/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:153 "if count < limit && count < wanted && !self.retryPending {" */
-/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:154 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
-/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:164 "self.starting -= 1" */
-/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:166 "self.threads.append(thread)" */
-/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:177 "self.starting -= 1" */
-/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:179 "self.retryPending = true" */
-/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:193 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:200 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
-/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:201 "self.retryPending = false" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:217 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:224 "self.spinning = false" */
-/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:230 "self.parked += 1" */
-/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:242 "self.parked -= 1" */
-/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:248 "self.wakeupsInFlight -= 1" */
-/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:243 "if parker.inIdleLine {" */
-/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:244 "self.removeFromIdle(parker)" */
-/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:231 "parker.inIdleLine = true" */
-/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:264 "self.removeFromIdle(first)" */
-/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:290 "if self.spinning { word |= IdleHints.spinningBit }" */
-/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:291 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:292 "if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:298 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:299 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:300 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:172 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:184 "if self.spinning { return .none }" */
+/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:185 "if let first = self.popIdle() {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:186 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:190 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:191 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:201 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:203 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:214 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:216 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:230 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:237 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
+/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:238 "self.retryPending = false" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:254 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:261 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:267 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:279 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:285 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:280 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:281 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:268 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:301 "self.removeFromIdle(first)" */
+/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:333 "if self.spinning { word |= IdleHints.spinningBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:334 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:335 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:341 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:342 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:343 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
 /* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
 /* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
 /* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
@@ -244,17 +244,17 @@
 /* [IB_CAS]          PIN Sources/Spindle/Queue/FastPath/Inbox.swift:45 "let (done, seen) = self.head.compareExchange(" */
 /* [IB_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Inbox.swift:63 "var isEmpty: Bool { self.head.load(ordering: .sequentiallyConsistent) & ~Inbox.closedBit == 0 }" */
 /* [IB_TAKEALL]      PIN Sources/Spindle/Queue/FastPath/Inbox.swift:72 "Inbox.reversed(self.head.exchange(self.head.load(ordering: .relaxed) & Inbox.closedBit," */
-/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:140 "self.drainInboxLocked()" */
-/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:164 "if self.inbox.isEmpty { return }" */
-/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:170 "self.admitInboxChainLocked(self.inbox.takeAllOldestFirst())" */
-/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:192 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
-/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:291 "if freesSlot { self.slots.free() }" */
-/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:242 "guard core.pushToInbox(operation) else { return false }" */
-/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:243 "guard core.needsWakeAfterInboxPush() else { return true }" */
+/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:150 "self.drainInboxLocked()" */
+/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:174 "if self.inbox.isEmpty { return }" */
+/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:180 "self.admitInboxChainLocked(self.inbox.takeAllOldestFirst())" */
+/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:202 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
+/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:301 "if freesSlot { self.slots.free() }" */
+/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:243 "guard core.pushToInbox(operation) else { return false }" */
+/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:244 "guard core.needsWakeAfterInboxPush() else { return true }" */
 /* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:25 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */
 /* [A_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:26 "let wake = self.wakeOrSpawnLocked()  // 2. whom to wake" */
 /* [A_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:27 "self.lock.unlock()" */
-/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:244 "core.perform(core.pushedToInbox())" */
+/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:245 "core.perform(core.pushedToInbox())" */
 /* [SL_CANDISPATCH]  PIN Sources/Spindle/Queue/State/DispatchSlots.swift:33 "func canDispatch(ready: Int) -> Bool { ready > 0 && self.hasFreeSlot }" */
 /* [SL_ROOM]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:36 "func room(ready: Int) -> Int { self.suspended ? 0 : max(0, min(ready, self.limit - self.running)) }" */
 /* [SL_TAKE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:41 "self.running += 1" */
@@ -264,7 +264,7 @@
 /* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:158 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
 /* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:159 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
 /* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:160 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
-/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:302 "self.core.perform(self.core.widthChanged(requested: value))" */
+/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:303 "self.core.perform(self.core.widthChanged(requested: value))" */
 
 
 #ifndef LIMIT

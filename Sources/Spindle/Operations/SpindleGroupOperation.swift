@@ -26,8 +26,10 @@
 ///   `cancelsOnFailedDependency` see it). A cancelled child without an error is no failure.
 /// - Waiting: `waitUntilFinished` works from outside; from inside — the `main` or completion block of an operation
 ///   in the group, at any depth — it throws `waitOnOwnGroup` (the group waits for that operation).
+/// - Threads: by default the children run on `SpindleThreadPool.shared` (the group owns no threads); with
+///   `pool: nil` its inner queue has threads of its own.
 /// - Lifetime: a started group keeps itself alive until it finishes. When it finishes, its inner queue is shut down
-///   (its threads leave their loops); they are joined when the group is released. A group released before it
+///   (threads of its own leave their loops); they are joined when the group is released. A group released before it
 ///   started cancels the children it holds (they finish unrun, completion blocks run).
 /// - Don't: call `finish()` on it (it throws `groupFinishesByItself`), or add follow-ups through
 ///   `SpindleOperationQueue.current` from a child (that is the inner queue: the group would not wait for them).
@@ -59,15 +61,22 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
     private var keepAlive: SpindleGroupOperation? = nil  // under `lock`: self, from start until it finishes
 
     /// A group holding `operations`, whose inner queue runs at most `maxConcurrentOperationCount` of them at once
-    /// (default: the CPUs this process may use). Any thread.
+    /// (default: the CPUs this process may use), on `pool`'s threads (default `SpindleThreadPool.shared`: groups
+    /// share threads, so many groups cost no threads of their own; nil gives the inner queue threads of its own,
+    /// one per slot, for children that block outside Spindle's waits). Any thread.
     ///
     /// - Throws: `invalidConcurrencyLimit` for a negative width other than the default sentinel; for an operation
     ///   that cannot be added, as `addOperations`. Nothing is made then.
     public init(operations: [SpindleOperation] = [],
-                maxConcurrentOperationCount: Int = SpindleOperationQueue.defaultMaxConcurrentOperationCount)
+                maxConcurrentOperationCount: Int = SpindleOperationQueue.defaultMaxConcurrentOperationCount,
+                pool: SpindleThreadPool? = .shared)
         throws(SpindleError)
     {
-        self.inner = try SpindleOperationQueue(maxConcurrentOperationCount: maxConcurrentOperationCount)
+        if let pool {
+            self.inner = try SpindleOperationQueue(maxConcurrentOperationCount: maxConcurrentOperationCount, pool: pool)
+        } else {
+            self.inner = try SpindleOperationQueue(maxConcurrentOperationCount: maxConcurrentOperationCount)
+        }
         self.inner.isSuspended = true
         super.init()
         self.inner.name = "\(self.defaultName) children"

@@ -23,8 +23,13 @@ final class ThreadContext {
     @exclusivity(unchecked) unowned(unsafe) var completingQueue: SpindleOperationQueue?
     /// The queue whose worker is this thread, while it runs one of that queue's operations.
     @exclusivity(unchecked) unowned(unsafe) var queue: SpindleOperationQueue?
-    /// Whether this thread is a worker of some queue (for shutdown: a worker never joins itself).
+    /// Whether this thread is a worker of some queue (for shutdown: a worker never joins itself), or a pool thread
+    /// serving that queue (`QueueCore.serveOnPool`).
     @exclusivity(unchecked) unowned(unsafe) var workerOf: QueueCore?
+    /// The `SpindleThreadPool` whose thread this is (it outlives its threads' loops); nil elsewhere.
+    @exclusivity(unchecked) unowned(unsafe) var poolOf: PoolCore?
+    /// 1 while this pool thread is inside a wait its pool was told about (`blocking`), so nested waits tell it once.
+    @exclusivity(unchecked) var blockingDepth = 0
 
     /// The operation this worker is starting: if it finishes synchronously here, its finish path leaves the queue
     /// bookkeeping to the worker (see `QueueCore+Workers`) and parks its queue in `deferredQueue`.

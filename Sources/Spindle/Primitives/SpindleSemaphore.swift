@@ -89,8 +89,16 @@ public final class SpindleSemaphore: @unchecked Sendable {
         self.wait(until: .after(timeout))
     }
 
-    /// Takes a permit if one comes before `deadline`; returns whether it got one.
+    /// Takes a permit if one comes before `deadline`; returns whether it got one. On a `SpindleThreadPool`'s thread,
+    /// a wait that finds no permit lets the pool start or wake another thread meanwhile.
     public func wait(until deadline: SpindleDeadline) -> Bool {
+        if self.permitHint.load(ordering: .relaxed) == 0 && ThreadContext.withCurrent({ $0.poolOf != nil }) {
+            return ThreadContext.current.blocking { self.waitForPermit(until: deadline) }
+        }
+        return self.waitForPermit(until: deadline)
+    }
+
+    private func waitForPermit(until deadline: SpindleDeadline) -> Bool {
         self.condition.lock()
         defer { self.condition.unlock() }
         if self.permits > 0 {

@@ -68,7 +68,9 @@ public final class SpindleWaitGroup: @unchecked Sendable, CustomStringConvertibl
 
     /// As `wait()`, giving up at `deadline`; returns whether nothing was in flight by then.
     public func wait(until deadline: SpindleDeadline) -> Bool {
-        self.condition.withLock { self.condition.wait(until: deadline) { self.count > 0 } }
+        ThreadContext.current.blocking {  // on a pool thread, another may serve meanwhile
+            self.condition.withLock { self.condition.wait(until: deadline) { self.count > 0 } }
+        }
     }
 
     /// Adds `block` to `queue`, as a block operation, once nothing is in flight: at once if nothing is now, else

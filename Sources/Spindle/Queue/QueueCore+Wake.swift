@@ -15,7 +15,7 @@ extension QueueCore {
     func wakeOrSpawnLocked() -> WakeAction {
         let action = self.idle.wakeOrSpawn(
             canDispatch: self.canDispatchLocked, shuttingDown: self.shuttingDown,
-            wanted: self.slots.running + self.ready.count, limit: self.slots.limit)
+            wanted: self.slots.running + self.ready.count, limit: self.slots.limit, running: self.slots.running)
         if action != .none {
             if case .signal(let parker) = action { parker.signalledAt = cshim_clock_monotonic_ns() }
             self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start
@@ -65,6 +65,7 @@ extension QueueCore {
         case .signal(let parker): parker.unpark()
         case .spawn(let index): self.spawnWorker(index)
         case .performOnRunLoop: self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
+        case .serveOnPool: self.pool!.core.request(self, count: 1)
         }
     }
 
@@ -101,5 +102,6 @@ extension QueueCore {
         if plan.performOnRunLoop {
             self.servingRunLoop!.perform(inModes: [.common]) { [self] in self.serveFromRunLoop() }
         }
+        if plan.poolServes > 0 { self.pool!.core.request(self, count: plan.poolServes, callerReturns: plan.callerReturns) }
     }
 }

@@ -167,7 +167,7 @@ extension QueueCore {
 
     /// Runs `op` on this worker; returns whether it finished here (leaving its queue bookkeeping to the worker).
     @inline(__always)
-    private func runOnWorker(_ op: Unmanaged<SpindleOperation>, _ context: ThreadContext) -> Bool {
+    func runOnWorker(_ op: Unmanaged<SpindleOperation>, _ context: ThreadContext) -> Bool {
         context.deferrable = op.toOpaque()
         op._withUnsafeGuaranteedRef { self.run($0) }
         context.deferrable = nil
@@ -178,7 +178,7 @@ extension QueueCore {
 
     /// Pops the best ready operation, moves it to `dispatching` and takes a slot; the queue's reference to it
     /// passes to the caller. Caller holds `lock` and has checked `canDispatchLocked`.
-    private func takeNextLocked() -> Unmanaged<SpindleOperation> {
+    func takeNextLocked() -> Unmanaged<SpindleOperation> {
         let link = self.ready.popHighest()!
         self.stats.noteRunning(self.slots.take())
         link._withUnsafeGuaranteedRef { op in

@@ -70,6 +70,9 @@ final class QueueCore: @unchecked Sendable {
     /// For a queue served by a run loop (the main queue) instead of a pool: that loop (its pending perform is
     /// counted in `idle`).
     let servingRunLoop: SpindleRunLoop?
+    /// For a queue served by a shared thread pool instead of threads of its own: that pool, retained (it outlives
+    /// every queue on it). Its requests are counted in `idle` (see `QueueCore+Pool`).
+    let pool: SpindleThreadPool?
     /// Pushes into `ready` while a worker spins (see `FastPath/IdleHints`, `PushCounter`).
     let pushes = PushCounter()
     /// Workers' reservations (see `FastPath/Reservations`), and how many may hold operations. Under `lock`.
@@ -119,13 +122,20 @@ final class QueueCore: @unchecked Sendable {
     let batchEpoch = Atomic<Int>(0)
     private let padEpoch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0)
 
-    init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil) {
+    init(name: String, limit: Int, servingRunLoop: SpindleRunLoop? = nil, pool: SpindleThreadPool? = nil) {
+        precondition(servingRunLoop == nil || pool == nil, "QueueCore: served by a run loop and a pool at once")
         self.servingRunLoop = servingRunLoop
+        self.pool = pool
         self.name = name
         self.slots = DispatchSlots(requested: limit, resolved: QueueCore.resolve(limit))
-        self.idle = IdleWorkers(servedByRunLoop: servingRunLoop != nil)
+        self.idle = IdleWorkers(server: servingRunLoop != nil ? .runLoop : pool != nil ? .pool : .ownThreads)
         self.drained = SpindleCondition(sharing: self.lock)
     }
+
+    /// Served by a run loop or a pool (no threads of its own): adds take the lock (`admitOne`), since the inbox's
+    /// wake hints describe threads of its own.
+    @inline(__always)
+    var isServed: Bool { self.servingRunLoop != nil || self.pool != nil }
 
     static func resolve(_ requested: Int) -> Int {
         requested == SpindleOperationQueue.defaultMaxConcurrentOperationCount ? spindleActiveProcessorCount() : requested

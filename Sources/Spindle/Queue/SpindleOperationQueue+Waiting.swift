@@ -36,12 +36,14 @@ extension SpindleOperationQueue {
         if self.isOwnQueueOfCallingThread { throw .waitOnOwnQueue(name: self.name) }
         try self.refuseIfInheritedAcrossFork()
         let core = self.core
-        core.lock.lock()
-        defer { core.lock.unlock() }
-        // Admits on every look: operations added while we wait count too.
-        return core.drained.wait(until: deadline) {
-            core.drainInboxLocked()
-            return core.members.count > 0
+        return ThreadContext.current.blocking {  // on a pool thread, another may serve meanwhile
+            core.lock.lock()
+            defer { core.lock.unlock() }
+            // Admits on every look: operations added while we wait count too.
+            return core.drained.wait(until: deadline) {
+                core.drainInboxLocked()
+                return core.members.count > 0
+            }
         }
     }
 }

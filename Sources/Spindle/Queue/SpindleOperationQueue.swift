@@ -35,10 +35,11 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         self.init(checkedName: name, limit: maxConcurrentOperationCount)
     }
 
-    /// A queue whose width was checked (at least -1).
-    private init(checkedName name: String?, limit: Int) {
+    /// A queue whose width was checked (at least -1), on `pool` if one is given (see `SpindleOperationQueue+Pool`).
+    init(checkedName name: String?, limit: Int, pool: SpindleThreadPool? = nil) {
         let n = QueueNumbering.next()
-        self.core = QueueCore(name: name ?? "SpindleOperationQueue \(n)", limit: limit)
+        self.core = QueueCore(name: name ?? "SpindleOperationQueue \(n)", limit: limit,
+                              pool: pool ?? SpindleThreadPool.environmentDefault)
         self.core.handle = self  // before any worker exists
     }
 
@@ -78,7 +79,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         if core.inbox.isClosed { throw .queueShutDown(name: self.name) }  // early: the push decides
         if let error = self.claim(operation) { throw error }
         operation.gateClaimedIfGated(on: self)  // its conditions' dependencies go first
-        if !operation.isBarrier && core.servingRunLoop == nil {
+        if !operation.isBarrier && !core.isServed {
             // The hot path: no queue lock. One operation lock, three compare-and-swaps, and the lock only when a
             // parked worker must be woken or a thread started.
             guard self.pushClaimed(operation) else {
@@ -216,7 +217,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         let op = SpindleBlockOperation(block)  // moved in: the block's captures are not retained again
         if self.isInheritedAcrossFork { return self.finishRefused(op) }
         let core = self.core
-        if core.boundedHint.isBounded || core.servingRunLoop != nil {
+        if core.boundedHint.isBounded || core.isServed {
             do { try self.addOperation(op) } catch { return self.finishRefused(op) }
             return op
         }

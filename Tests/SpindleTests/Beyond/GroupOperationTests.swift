@@ -261,7 +261,7 @@ import Testing
         var weakGroup: QTWeak<SpindleGroupOperation>? = nil
         var weakInner: QTWeak<SpindleOperationQueue>? = nil
         do {
-            let group = try SpindleGroupOperation(operations: [child])
+            let group = try SpindleGroupOperation(operations: [child], pool: nil)  // threads of its own
             group.completionBlock = { finished.open() }
             weakGroup = QTWeak(group)
             weakInner = QTWeak(group.inner)
@@ -276,11 +276,11 @@ import Testing
                 "the inner queue's thread outlived the released group")
     }
 
-    /// The inner queue is shut down when the group finishes: its threads leave (and the kernel thread ends) while
-    /// the group is still held; the release joins them.
+    /// The inner queue is shut down when the group finishes: with threads of its own (`pool: nil`), they leave (and
+    /// the kernel thread ends) while the group is still held; the release joins them.
     @Test func theInnerThreadsLeaveWhenTheGroupFinishes() throws {
         let children = (0..<2).map { GTChild("c\($0)") }
-        let group = try SpindleGroupOperation(operations: children, maxConcurrentOperationCount: 2)
+        let group = try SpindleGroupOperation(operations: children, maxConcurrentOperationCount: 2, pool: nil)
         try group.start()
         gtWait(group)
         #expect(group.inner.isShutDown)
@@ -306,7 +306,8 @@ import Testing
         let rendezvous = QTRendezvous(parties: 3)
         let met = QTCounter()
         let children = (0..<3).map { i in GTChild("c\(i)") { _ in if rendezvous.arrive() { met.increment() } } }
-        let group = try SpindleGroupOperation(operations: children, maxConcurrentOperationCount: 1)
+        // Threads of its own: on the shared pool at most as many run at once as the pool has threads (the CPUs).
+        let group = try SpindleGroupOperation(operations: children, maxConcurrentOperationCount: 1, pool: nil)
         #expect(group.maxConcurrentOperationCount == 1)
         try group.setMaxConcurrentOperationCount(3)  // three at once, or the rendezvous never completes
         #expect(group.maxConcurrentOperationCount == 3)

@@ -30,7 +30,7 @@ import Testing
         return threads
     }
 
-    @Test func invocationOperationsOnAQueueRunOnItsWorkers() throws {
+    @Test(qtOwnThreadsOnly) func invocationOperationsOnAQueueRunOnItsWorkers() throws {
         let out = try runExample("invocation-queue")
         #expect(out.lines.count == 9)
         let first = out.index(of: "[AsynchronousAppDelegate firstOperationEntry(_:)]")

@@ -121,7 +121,7 @@ func qtAbandonQueueOwnedByItsOwnOperation(release: QTGate, done: QTGate, tids: Q
         return QTWeak(queue)
     }
 
-    @Test func aQueueReleasedWithPendingWorkRunsItAllThenIsFreedAndItsThreadsExit() throws {
+    @Test(qtOwnThreadsOnly) func aQueueReleasedWithPendingWorkRunsItAllThenIsFreedAndItsThreadsExit() throws {
         // J84.
         let gate = QTGate(), lastDone = QTGate()
         let log = QTLog<String>(), tids = QTLog<Int32>()
@@ -152,7 +152,7 @@ func qtAbandonQueueOwnedByItsOwnOperation(release: QTGate, done: QTGate, tids: Q
         return QTWeak(queue)
     }
 
-    @Test func anIdleQueueIsFreedWhenReleasedAndItsWorkerThreadsExit() throws {
+    @Test(qtOwnThreadsOnly) func anIdleQueueIsFreedWhenReleasedAndItsWorkerThreadsExit() throws {
         let tids = QTLog<Int32>()
         let weakQueue = try self.useAndReleaseQueue(width: 4, tids: tids)
         #expect(qtWaitUntil { weakQueue.isGone })
@@ -174,7 +174,7 @@ func qtAbandonQueueOwnedByItsOwnOperation(release: QTGate, done: QTGate, tids: Q
         return QTWeak(queue)
     }
 
-    @Test func aQueueWhoseLastOperationEndsOnACallbackThreadIsFreedToo() throws {
+    @Test(qtOwnThreadsOnly) func aQueueWhoseLastOperationEndsOnACallbackThreadIsFreedToo() throws {
         let tids = QTLog<Int32>()
         let runs = QTCounter(), errors = QTCounter()
         let weakQueue = try self.abandonQueueEndingWithACallback(tids: tids, runs: runs, errors: errors)
@@ -185,7 +185,7 @@ func qtAbandonQueueOwnedByItsOwnOperation(release: QTGate, done: QTGate, tids: Q
         #expect(qtWaitUntil { workerTids.allSatisfy { !qtTaskExists($0) } })
     }
 
-    @Test func manyShortLivedQueuesLeaveNoThreadsBehind() throws {
+    @Test(qtOwnThreadsOnly) func manyShortLivedQueuesLeaveNoThreadsBehind() throws {
         let tids = QTLog<Int32>()
         var weakQueues: [QTWeak<SpindleOperationQueue>] = []
         for _ in 0..<20 { weakQueues.append(try self.useAndReleaseQueue(width: 2, tids: tids)) }
@@ -200,7 +200,7 @@ func qtAbandonQueueOwnedByItsOwnOperation(release: QTGate, done: QTGate, tids: Q
     // and the queue captured there) runs under the queue's lock; `SpindleOperationQueue.deinit` → `shutdown()`
     // locks it again (EDEADLK on the debug error-checking mutex: a trap; a self-deadlock in release builds). Run
     // in a child process so the crash fails this test only.
-    @Test func aQueueOwnedOnlyByItsOwnOperationIsFreedWithoutCrashing() async {
+    @Test(qtOwnThreadsOnly) func aQueueOwnedOnlyByItsOwnOperationIsFreedWithoutCrashing() async {
         await #expect(processExitsWith: .success) {
             qtStartExitTestWatchdog()
             let release = QTGate(), done = QTGate()

@@ -5,7 +5,7 @@ import Testing
 /// Reservations (`FastPath/Reservations`): with a long backlog a worker reserves the next few ready block operations
 /// and runs them without the lock in between. None of that may be visible: reserved work is taken back by an idle
 /// worker, gives way to higher priorities, and stops on suspension or a width change.
-@Suite struct QueueReservationTests {
+@Suite(qtOwnThreadsOnly) struct QueueReservationTests {
     typealias Priority = SpindleOperation.QueuePriority
 
     /// A queue, suspended, holding a blocking first operation and `count` more after it; resumed, it returns once

@@ -378,7 +378,7 @@ import Testing
         }
     }
 
-    @Test func aWaiterResumedOnTheLastWorkerDoesNotJoinItself() async throws {
+    @Test(qtOwnThreadsOnly) func aWaiterResumedOnTheLastWorkerDoesNotJoinItself() async throws {
         let queue = try SpindleOperationQueue(name: "resumed-on-worker", maxConcurrentOperationCount: 1)
         let gate = QTGate()
         let started = QTGate()

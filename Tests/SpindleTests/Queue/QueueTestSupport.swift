@@ -13,6 +13,16 @@ import Testing
 /// The generous failure-detector deadline every blocking step of these tests uses.
 let qtDeadline: Double = 10
 
+// MARK: - Queues on a pool
+
+/// Whether this run puts queues made without a pool on one (`SPINDLE_QUEUES_ON_POOL`, see
+/// `SpindleThreadPool.environmentDefault`): CI runs the queue suites once that way.
+let qtQueuesOnPool = SpindleThreadPool.environmentDefault != nil
+
+/// For tests of what only a queue with threads of its own does (its workers' names, their exit with the queue,
+/// reservations): skipped when queues run on a pool.
+let qtOwnThreadsOnly = Testing.ConditionTrait.disabled(if: qtQueuesOnPool, "tests a queue's own threads")
+
 // MARK: - An oracle semaphore
 
 /// A POSIX `sem_t`. `wait` gives up after `seconds` so a broken queue fails a test instead of hanging the run.

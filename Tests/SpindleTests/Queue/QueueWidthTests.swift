@@ -17,7 +17,7 @@ import Testing
 
     /// Workers started by one batch each get their own name (`spindle.w0`, `spindle.w1`): the index is taken when
     /// the thread's slot is reserved, not when it is created.
-    @Test func workersStartedTogetherHaveDistinctNames() throws {
+    @Test(qtOwnThreadsOnly) func workersStartedTogetherHaveDistinctNames() throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
         let rendezvous = QTRendezvous(parties: 2)
         let names = QTLog<String>()

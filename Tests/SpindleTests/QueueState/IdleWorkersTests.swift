@@ -207,6 +207,28 @@ import Testing
         #expect(idle.threadCount == 0 && idle.hintWord(limit: 1) == 0 && idle.check())
     }
 
+    @Test func aPoolServedQueueSendsOneRequestPerOperationThatCouldStart() {
+        var idle = IdleWorkers(server: .pool)
+        // Width 3, one running, five ready: two more could start, so two requests and no more.
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 6, limit: 3, running: 1) == .serveOnPool)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 6, limit: 3, running: 1) == .serveOnPool)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 6, limit: 3, running: 1) == .none)
+        #expect(idle.servesPending == 2)
+        idle.serveBegan()  // one request begins and takes an operation: two running, one request still on its way
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 6, limit: 3, running: 2) == .none)
+        // One ready operation left: a request for it only once nobody is on the way.
+        idle.serveBegan()
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 3, running: 2) == .serveOnPool)
+        #expect(idle.wakeOrSpawn(canDispatch: false, shuttingDown: false, wanted: 3, limit: 3, running: 3) == .none)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: true, wanted: 9, limit: 9, running: 0) == .none)
+        // No threads of its own, and nothing for the adding thread's lock-free path.
+        #expect(idle.threadCount == 0 && idle.hintWord(limit: 3) == 0 && idle.check())
+        var plan = IdleWorkers.WakePlan()
+        plan.add(.serveOnPool)
+        plan.add(.serveOnPool)
+        #expect(plan.poolServes == 2 && !plan.isEmpty)
+    }
+
     @Test func theHintWordSaysSpinningUnsignalledParkedAndRoomForAThread() {
         var idle = IdleWorkers(servedByRunLoop: false)
         #expect(idle.hintWord(limit: 2) == IdleHints.canSpawnBit)

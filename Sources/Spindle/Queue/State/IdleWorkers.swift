@@ -17,7 +17,10 @@
 ///   2-vCPU machine (submit→run→signal round trip, same waiter: 30–39 µs LIFO against 14–19 µs FIFO, with far
 ///   fewer CPU migrations; `BENCHMARKS.md`);
 /// - `spinning`: a worker is polling for work without the lock (at most one);
-/// - `performPending`: a run-loop-served queue has a dispatching perform scheduled on its loop (at most one);
+/// - `servesPending`: for a queue served by a run loop or a thread pool (`server`), the requests to serve it that
+///   were sent and have not begun (`serveBegan`): at most one perform on a run loop; on a pool, at most as many as
+///   operations could start now (`min(ready, limit - running)`), so every request finds work unless a taker came
+///   first;
 /// - `spawnFailures`: thread starts failed in a row (0 after one succeeds); `retryPending`: after a failure, a
 ///   retry is scheduled on the process timer (`QueueCore.SpawnRetry`; or run by the failing thread itself when
 ///   the timer's thread cannot start), and until it runs no event starts a thread
@@ -26,8 +29,8 @@
 ///
 /// Invariants (`check()`, asserted in debug builds after every change):
 /// `0 <= wakeupsInFlight <= parked`, `idleCount == parked - wakeupsInFlight`,
-/// `parked + (spinning ? 1 : 0) <= live + starting`, `starting >= 0`, `live + starting >= 0`; a run-loop-served
-/// queue has no threads.
+/// `parked + (spinning ? 1 : 0) <= live + starting`, `starting >= 0`, `live + starting >= 0`; a queue served by
+/// a run loop or a pool has no threads of its own; `servesPending >= 0`, and 0 for a queue with its own threads.
 ///
 /// A worker's states, as this unit counts them (transitions under the lock, by the worker itself unless noted):
 /// BUSY → SPINNING (`beginSpin`, only if nobody spins) → BUSY (work seen) or PARKED;
@@ -43,11 +46,11 @@ struct IdleWorkers {
     /// What to do after unlocking so that one more operation runs. `signal` carries the popped worker's parker
     /// (retained: the waker unparks it); `spawn` carries the new thread's index, which names it (`spindle.wN`).
     enum WakeAction: Equatable {
-        case none, signal(ThreadParker), spawn(Int), performOnRunLoop
+        case none, signal(ThreadParker), spawn(Int), performOnRunLoop, serveOnPool
 
         static func == (a: WakeAction, b: WakeAction) -> Bool {
             switch (a, b) {
-            case (.none, .none), (.performOnRunLoop, .performOnRunLoop): true
+            case (.none, .none), (.performOnRunLoop, .performOnRunLoop), (.serveOnPool, .serveOnPool): true
             case (.signal(let x), .signal(let y)): x === y
             case (.spawn(let x), .spawn(let y)): x == y
             default: false
@@ -65,6 +68,10 @@ struct IdleWorkers {
         var firstSpawn = 0
         var spawns = 0
         var performOnRunLoop = false
+        /// Requests to send to the serving thread pool.
+        var poolServes = 0
+        /// The pool thread sending them goes back to the pool right after (it counts as one taker coming).
+        var callerReturns = false
 
         @inline(__always)
         mutating func add(_ action: WakeAction) {
@@ -78,6 +85,7 @@ struct IdleWorkers {
                 if self.spawns == 0 { self.firstSpawn = index }
                 self.spawns += 1
             case .performOnRunLoop: self.performOnRunLoop = true
+            case .serveOnPool: self.poolServes += 1
             }
         }
 
@@ -89,7 +97,8 @@ struct IdleWorkers {
 
         /// Appends another plan's signals (a plan of wakes only: `wakeAll`'s), keeping this one's order.
         mutating func add(_ other: WakePlan) {
-            precondition(other.spawns == 0 && !other.performOnRunLoop, "IdleWorkers: merging a plan that is not wakes")
+            precondition(other.spawns == 0 && !other.performOnRunLoop && other.poolServes == 0,
+                         "IdleWorkers: merging a plan that is not wakes")
             guard let first = other.firstSignal else { return }
             if let last = self.lastSignal { last.nextToWake = first } else { self.firstSignal = first }
             self.lastSignal = other.lastSignal
@@ -98,7 +107,7 @@ struct IdleWorkers {
 
         /// Nothing to do.
         @inline(__always)
-        var isEmpty: Bool { self.signals == 0 && self.spawns == 0 && !self.performOnRunLoop }
+        var isEmpty: Bool { self.signals == 0 && self.spawns == 0 && !self.performOnRunLoop && self.poolServes == 0 }
 
         /// Unparks the chained parkers (after unlocking), clearing the chain as it goes.
         func unparkAll() {
@@ -120,13 +129,31 @@ struct IdleWorkers {
     private unowned(unsafe) var idleLast: ThreadParker? = nil
     private(set) var idleCount = 0
     private(set) var spinning = false
-    private(set) var performPending = false
+    private(set) var servesPending = 0
     private(set) var spawnFailures = 0
     private(set) var retryPending = false
-    /// The queue is served by a run loop instead of a pool (immutable).
-    let servedByRunLoop: Bool
 
-    init(servedByRunLoop: Bool) { self.servedByRunLoop = servedByRunLoop }
+    /// Who runs the queue's operations (immutable).
+    enum Server: Equatable {
+        /// Its own worker threads (started as needed, up to the width).
+        case ownThreads
+        /// A run loop's thread, one operation per perform (the main queue).
+        case runLoop
+        /// A shared `SpindleThreadPool`'s threads, one request per operation that could start.
+        case pool
+    }
+
+    let server: Server
+
+    init(server: Server) { self.server = server }
+
+    init(servedByRunLoop: Bool) { self.init(server: servedByRunLoop ? .runLoop : .ownThreads) }
+
+    /// The queue is served by a run loop instead of threads.
+    var servedByRunLoop: Bool { self.server == .runLoop }
+
+    /// A run loop's perform is scheduled and has not run yet.
+    var performPending: Bool { self.server == .runLoop && self.servesPending > 0 }
 
     /// Threads started (and not out of their loop) or being started.
     var threadCount: Int { self.live + self.starting }
@@ -137,12 +164,22 @@ struct IdleWorkers {
     /// The wake decision for one operation that could start now (`canDispatch`: ready work, a free slot, not
     /// suspended). `wanted`: operations running or ready (more threads than that would idle); `limit`: the width.
     /// Nobody is woken while a worker spins (it takes the work, and wakes the next worker itself if more is ready).
-    mutating func wakeOrSpawn(canDispatch: Bool, shuttingDown: Bool, wanted: Int, limit: Int) -> WakeAction {
+    /// `running`: operations holding a slot (a pool-served queue sends at most one request per operation that
+    /// could start now, `min(wanted, limit) - running`).
+    mutating func wakeOrSpawn(canDispatch: Bool, shuttingDown: Bool, wanted: Int, limit: Int, running: Int = 0)
+        -> WakeAction
+    {
         guard canDispatch, !shuttingDown else { return .none }
-        if self.servedByRunLoop {
-            if self.performPending { return .none }
-            self.performPending = true
+        switch self.server {
+        case .ownThreads: break
+        case .runLoop:
+            if self.servesPending > 0 { return .none }
+            self.servesPending = 1
             return .performOnRunLoop
+        case .pool:
+            if self.servesPending >= min(wanted, limit) - running { return .none }
+            self.servesPending += 1
+            return .serveOnPool
         }
         if self.spinning { return .none }
         if let first = self.popIdle() {
@@ -278,8 +315,14 @@ struct IdleWorkers {
         self.idleCount -= 1
     }
 
+    /// A request sent to the serving run loop or pool has begun (it takes the work, if any is left).
+    mutating func serveBegan() {
+        precondition(self.servesPending > 0, "IdleWorkers: a serve began that nobody requested")
+        self.servesPending -= 1
+    }
+
     /// The serving run loop ran the scheduled perform.
-    mutating func performRan() { self.performPending = false }
+    mutating func performRan() { self.serveBegan() }
 
     /// The lock-free summary for adding threads (see `IdleHints`): whether a worker spins, whether a parked worker
     /// is still unsignalled (once every parked worker has a signal on its way, an add need not take the lock: the
@@ -289,7 +332,7 @@ struct IdleWorkers {
         var word: UInt8 = 0
         if self.spinning { word |= IdleHints.spinningBit }
         if self.idleFirst != nil { word |= IdleHints.parkedBit }
-        if !self.servedByRunLoop && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }
+        if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }
         return word
     }
 
@@ -298,6 +341,7 @@ struct IdleWorkers {
         self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0
             && self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)
             && self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0
-            && (!self.servedByRunLoop || (self.threadCount == 0 && self.threads.isEmpty))
+            && (self.server == .ownThreads ? self.servesPending == 0 : (self.threadCount == 0 && self.threads.isEmpty))
+            && self.servesPending >= 0
     }
 }
