@@ -17,7 +17,32 @@ struct StressConfig: Sendable {
     var jsonPath: String? = nil
     var stallSeconds: Double = 20
     var faults = false
+    /// `--pool N`: every harness queue runs on one shared pool of N threads instead of threads of its own.
+    var poolThreads: Int? = nil
     let ncpu = spindleActiveProcessorCount()
+}
+
+/// The pool harness queues share under `--pool` (nil: each queue has its own threads). Set once, before any
+/// scenario runs.
+enum StressPool {
+    nonisolated(unsafe) static var pool: SpindleThreadPool? = nil
+
+    /// Makes the pool and starts all its threads (operations that wait for each other without a Spindle wait, so no
+    /// stand-in is started), so that a scenario's thread baseline includes them.
+    static func start(threads: Int) {
+        let pool = try! SpindleThreadPool(name: "stress-pool", threadCount: threads)
+        let queue = try! SpindleOperationQueue(name: "stress-pool-warmup", maxConcurrentOperationCount: threads, pool: pool)
+        let arrived = Atomic<Int>(0)
+        for _ in 0..<threads {
+            queue.addOperation {
+                arrived.add(1, ordering: .relaxed)
+                let deadline = nowNs() + 5_000_000_000
+                while arrived.load(ordering: .relaxed) < threads && nowNs() < deadline { _ = sched_yield() }
+            }
+        }
+        try! queue.waitUntilAllOperationsAreFinished()
+        StressPool.pool = pool
+    }
 }
 
 // MARK: - PRNG
@@ -209,7 +234,11 @@ final class ScenarioContext: @unchecked Sendable {
 
     /// A queue registered with the watchdog (which dumps it if the scenario stalls).
     func makeQueue(_ name: String, width: Int) -> SpindleOperationQueue {
-        let q = try! SpindleOperationQueue(name: name, maxConcurrentOperationCount: width)
+        let q = if let pool = StressPool.pool {
+            try! SpindleOperationQueue(name: name, maxConcurrentOperationCount: width, pool: pool)
+        } else {
+            try! SpindleOperationQueue(name: name, maxConcurrentOperationCount: width)
+        }
         Watchdog.register(q)
         LiveObjects.track(q)
         return q

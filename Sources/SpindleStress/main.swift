@@ -65,6 +65,7 @@ let usage = """
       --json PATH         also write a JSON report to PATH
       --faults            the fault pass: thread starts fail (20 %), 1 % spurious condition wakeups, renames and
                           priority changes fail (30 %), a SIGUSR1 storm without SA_RESTART (see Faults.swift)
+      --pool N            run every scenario queue on one shared SpindleThreadPool of N threads
       --watchdog SECONDS  stall limit: no progress for this long dumps the live queues, exit 3 (default 20)
       --list              list the scenarios and exit
       --help              this text
@@ -134,6 +135,9 @@ func parseSeed(_ s: String) -> UInt64? {
             config.stallSeconds = d
         case "--faults":
             config.faults = true
+        case "--pool":
+            guard let n = Int(v()), n > 0, n <= 256 else { usageError("--pool needs an integer in 1...256") }
+            config.poolThreads = n
         default:
             usageError("unknown option '\(arg)'")
         }
@@ -180,6 +184,10 @@ let startRss = residentBytes()
 Output.line("spindle-stress: seed \(config.seed)  scenarios \(config.scenarios.joined(separator: ","))  "
     + "duration \(fmt(config.duration)) s each  ops cap \(config.opsCap)  threads \(config.threads)  ncpu \(config.ncpu)")
 Watchdog.start(stallSeconds: config.stallSeconds)
+if let threads = config.poolThreads {
+    StressPool.start(threads: threads)
+    Output.line("queues on one SpindleThreadPool of \(threads) threads")
+}
 if config.faults { FaultPass.start(seed: config.seed) }
 
 var results: [ScenarioResult] = []

@@ -21,8 +21,9 @@ import CShim
 /// stay asleep) → POPPED (a decision took it: `wakeupsInFlight`) → SERVING; SERVING → BLOCKED (inside a Spindle wait:
 /// `blocked`, see below) → SERVING; SERVING → EXITED when it has nothing to do and either the pool is shutting down
 /// or there are more threads than the target (a thread started to stand in for a blocked one retires). A start that
-/// fails frees its place and, when no thread is alive to come back for the requests, schedules a retry on the
-/// process timer (1 ms, doubling, at most 1 s); until it runs no decision starts a thread.
+/// fails frees its place and, when requests wait that no thread on its way will take, schedules a retry on the
+/// process timer (1 ms, doubling with each failure in a row, at most 1 s); until it runs no decision starts a
+/// thread. If the timer's own thread cannot start, the retry is dropped and the next request or wait tries again.
 ///
 /// The target: `threadCount` threads serve at once. A pool thread that blocks in one of Spindle's waits
 /// (`waitUntilFinished`, `waitUntilAllOperationsAreFinished`, `addOperationAndWait`, a semaphore or wait group)
@@ -178,16 +179,17 @@ final class PoolCore: @unchecked Sendable {
         context.poolOf = nil
     }
 
-    /// A start failed: free the place; if no thread is alive to come back for the requests, retry later.
+    /// A start failed: free the place; if requests wait that no thread on its way will take, retry later.
     private func threadFailedToStart(_ error: SpindleError) {
         var errno: Int32 = -1
         if case .system(_, let code) = error { errno = code }
         let delay: UInt64? = self.lock.withLock {
             self.starting -= 1
             self.spawnFailures += 1
-            guard self.live == 0 && !self.requests.isEmpty && !self.retryPending && !self.shuttingDown else {
-                return nil
-            }
+            // Requests that no thread on its way will take: a busy thread may never come back for them (it may be
+            // blocked for good), so the start is retried.
+            let uncovered = self.requests.count > self.wakeupsInFlight + self.starting
+            guard uncovered && !self.retryPending && !self.shuttingDown else { return nil }
             self.retryPending = true
             return IdleWorkers.retryDelay(afterFailures: self.spawnFailures)
         }

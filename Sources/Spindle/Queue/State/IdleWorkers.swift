@@ -42,6 +42,9 @@
 /// `retryStarted` clears it when the retry runs, on the timer or, if the timer's thread could not start, on the
 /// thread whose start failed; or `timerRefusedRetry` clears it when nobody runs it, and the next event starts a
 /// thread).
+/// A queue served by a run loop or a pool has no worker states: a request is SENT (`wakeOrSpawn` returned
+/// `.performOnRunLoop` or `.serveOnPool`, `servesPending += 1`) → BEGUN (`serveBegan`, by the thread serving it,
+/// which then takes work if any is left) — see `QueueCore+Pool`.
 struct IdleWorkers {
     /// What to do after unlocking so that one more operation runs. `signal` carries the popped worker's parker
     /// (retained: the waker unparks it); `spawn` carries the new thread's index, which names it (`spindle.wN`).
