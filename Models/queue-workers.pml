@@ -173,7 +173,7 @@
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:30 "let room = self.slots.room(ready: self.ready.count)" */
 /* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:32 "let action = self.wakeOrSpawnLocked()" */
 /* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "if action == .none { break }" */
-/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:118 "parker.unpark()" */
+/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:122 "parker.unpark()" */
 /* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:101 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "plan.unparkAll()" */
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:101 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
@@ -204,34 +204,34 @@
 /* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:229 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
 /* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "self.publishIdleLocked()  // 5. the places just reserved" */
 /* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:125 "self.perform(self.spawnRetried())" */
-/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:172 "guard canDispatch, !shuttingDown else { return .none }" */
-/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:184 "if self.spinning { return .none }" */
-/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:185 "if let first = self.popIdle() {" */
-/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:186 "self.wakeupsInFlight += 1" */
-/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:190 "if count < limit && count < wanted && !self.retryPending {" */
-/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:191 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
-/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:201 "self.starting -= 1" */
-/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:203 "self.threads.append(thread)" */
-/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:214 "self.starting -= 1" */
-/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:216 "self.retryPending = true" */
-/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:230 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:237 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
-/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:238 "self.retryPending = false" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:254 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:261 "self.spinning = false" */
-/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:267 "self.parked += 1" */
-/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:279 "self.parked -= 1" */
-/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:285 "self.wakeupsInFlight -= 1" */
-/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:280 "if parker.inIdleLine {" */
-/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:281 "self.removeFromIdle(parker)" */
-/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:268 "parker.inIdleLine = true" */
-/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:301 "self.removeFromIdle(first)" */
-/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:333 "if self.spinning { word |= IdleHints.spinningBit }" */
-/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:334 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:335 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:341 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:342 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:343 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:177 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:189 "if self.spinning { return .none }" */
+/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:190 "if let first = self.popIdle() {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:191 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:195 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:196 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:206 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:208 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:219 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:221 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:235 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:242 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
+/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:243 "self.retryPending = false" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:259 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:266 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:272 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:284 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:290 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:285 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:286 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:273 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:306 "self.removeFromIdle(first)" */
+/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:347 "if self.spinning { word |= IdleHints.spinningBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:348 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:349 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:355 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:356 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:357 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
 /* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
 /* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
 /* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */

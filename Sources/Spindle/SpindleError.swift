@@ -134,7 +134,7 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     /// `start()` by hand on an operation with conditions or exclusivity categories that is not cancelled: only a
     /// queue runs it (its conditions' dependencies need a queue, and a busy category is waited for in line).
     case gatedOperationNeedsQueue(name: String)
-    /// A thread pool needs at least one thread.
+    /// A thread pool needs at least one thread, and at most `SpindleThreadPool.maximumThreadCount`.
     case invalidThreadCount(Int)
 
     /// A sentence naming the misuse or failure and the object involved (by name). Any thread; throws nothing.
@@ -198,7 +198,8 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
             return "operation '\(n)' was already added to a queue or started: its conditions and categories are fixed"
         case .gatedOperationNeedsQueue(let n):
             return "operation '\(n)' has conditions or exclusivity categories: only a queue can start it"
-        case .invalidThreadCount(let v): return "a thread pool needs at least 1 thread (\(v) was given)"
+        case .invalidThreadCount(let v):
+            return "a thread pool needs at least 1 thread and at most \(SpindleThreadPool.maximumThreadCount) (\(v) was given)"
         }
     }
 }

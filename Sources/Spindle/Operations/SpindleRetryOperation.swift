@@ -87,9 +87,11 @@ public final class SpindleRetryOperation: SpindleOperation, @unchecked Sendable 
     /// Waits the backoff before `attempt`; false if cancelled meanwhile (or already).
     private func waitOutBackoff(before attempt: Int) -> Bool {
         let deadline = SpindleDeadline.after(self.backoff.delay(beforeAttempt: attempt))
-        return self.condition.withLock {
-            _ = self.condition.wait(until: deadline) { !self.isCancelled }
-            return !self.isCancelled
+        return ThreadContext.current.blocking {  // on a pool thread, another may serve meanwhile
+            self.condition.withLock {
+                _ = self.condition.wait(until: deadline) { !self.isCancelled }
+                return !self.isCancelled
+            }
         }
     }
 

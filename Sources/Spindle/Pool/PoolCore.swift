@@ -19,14 +19,16 @@ import CShim
 /// created after unlocking) → SERVING (`live`; the thread counts itself in) ⇄ IDLE (parked on its own
 /// `ThreadParker`, in `idleLine`; LIFO, so the threads that served last, with warm caches, serve next and the others
 /// stay asleep) → POPPED (a decision took it: `wakeupsInFlight`) → SERVING; SERVING → BLOCKED (inside a Spindle wait:
-/// `blocked`, see below) → SERVING; SERVING → EXITED when it has nothing to do and either the pool is shutting down
-/// or there are more threads than the target (a thread started to stand in for a blocked one retires). A start that
+/// `blocked`, see below) → SERVING; SERVING → EXITED between two serves when there are more threads than the target
+/// (a wait ended: some thread retires, so at most `threadCount` serve again once a serve in progress ends), or when
+/// it has nothing to do and the pool is shutting down. A start that
 /// fails frees its place and, when requests wait that no thread on its way will take, schedules a retry on the
 /// process timer (1 ms, doubling with each failure in a row, at most 1 s); until it runs no decision starts a
 /// thread. If the timer's own thread cannot start, the retry is dropped and the next request or wait tries again.
 ///
 /// The target: `threadCount` threads serve at once. A pool thread that blocks in one of Spindle's waits
-/// (`waitUntilFinished`, `waitUntilAllOperationsAreFinished`, `addOperationAndWait`, a semaphore or wait group)
+/// (`waitUntilFinished`, `waitUntilAllOperationsAreFinished`, `awaitTermination`, `addOperationAndWait`, a semaphore,
+/// a wait group, a retry's backoff; not a bare `SpindleCondition`)
 /// tells the pool (`beginBlocking`), which may start or wake one more thread while it waits, up to
 /// `maximumStandIns` more than `threadCount`: an operation that waits for other work on the same pool (a nested
 /// queue, a group's children) does not starve it. Blocking outside Spindle (I/O, `sleep`) is not seen: such work
@@ -151,6 +153,8 @@ final class PoolCore: @unchecked Sendable {
         self.starting -= 1
         self.live += 1
         while true {
+            // More threads than the target (a wait ended): this one retires, handing waiting requests on below.
+            if self.live + self.starting > self.targetLocked { break }
             if let core = self.requests.pop() {
                 self.lock.unlock()
                 core._withUnsafeGuaranteedRef { $0.serveOnPool() }
@@ -158,7 +162,7 @@ final class PoolCore: @unchecked Sendable {
                 self.lock.lock()
                 continue
             }
-            if self.shuttingDown || self.live + self.starting > self.targetLocked { break }
+            if self.shuttingDown { break }
             parker.inIdleLine = true
             self.idleLine.append(parker)
             self.lock.unlock()

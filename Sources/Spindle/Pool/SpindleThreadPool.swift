@@ -23,18 +23,29 @@ public final class SpindleThreadPool: @unchecked Sendable, CustomStringConvertib
     let core: PoolCore
 
     /// The process's pool: as many threads as the CPUs this process may use, started on first use, never released.
-    public static let shared = SpindleThreadPool(checkedName: "SpindleThreadPool.shared",
-                                                 threadCount: spindleActiveProcessorCount())
+    /// A forked child gets a pool of its own (the parent's threads do not exist there).
+    public static var shared: SpindleThreadPool { SpindleThreadPool.sharedPerProcess.current }
+
+    private static let sharedPerProcess = PerProcess {
+        SpindleThreadPool(checkedName: "SpindleThreadPool.shared", threadCount: spindleActiveProcessorCount())
+    }
+
+    /// The most threads a pool may have (a count beyond it is surely a mistake, and would overflow with stand-ins).
+    public static let maximumThreadCount = 4096
 
     /// A pool of as many threads as the CPUs this process may use, named `name` (default "SpindleThreadPool N").
     public convenience init(name: String? = nil) {
         self.init(checkedName: name, threadCount: spindleActiveProcessorCount())
     }
 
-    /// A pool of `threadCount` threads.
-    /// - Throws: `invalidThreadCount` when `threadCount` is below 1. Nothing is made then.
+    /// A pool of `threadCount` threads. Made in a process that then forks, it serves only the parent (a child makes
+    /// pools of its own; `shared` is one per process).
+    /// - Throws: `invalidThreadCount` when `threadCount` is below 1 or above `maximumThreadCount`. Nothing is made
+    ///   then.
     public convenience init(name: String? = nil, threadCount: Int) throws(SpindleError) {
-        guard threadCount >= 1 else { throw .invalidThreadCount(threadCount) }
+        guard threadCount >= 1 && threadCount <= SpindleThreadPool.maximumThreadCount else {
+            throw .invalidThreadCount(threadCount)
+        }
         self.init(checkedName: name, threadCount: threadCount)
     }
 
@@ -66,10 +77,18 @@ public final class SpindleThreadPool: @unchecked Sendable, CustomStringConvertib
     /// a thread count (at least 1) at the first queue's creation: one pool of that many threads for the whole
     /// process. Otherwise (unset, or not a count) nil, and queues have threads of their own. A switch for running
     /// code written for dedicated threads on shared ones (CI runs the queue test suite that way); read once.
-    static let environmentDefault: SpindleThreadPool? = {
-        guard let raw = getenv("SPINDLE_QUEUES_ON_POOL"), let count = Int(String(cString: raw)), count >= 1 else {
-            return nil
-        }
-        return SpindleThreadPool(checkedName: "SpindleThreadPool.environment", threadCount: count)
+    static var environmentDefault: SpindleThreadPool? {
+        SpindleThreadPool.environmentThreads == nil ? nil : SpindleThreadPool.environmentPerProcess.current
+    }
+
+    private static let environmentThreads: Int? = {
+        guard let raw = getenv("SPINDLE_QUEUES_ON_POOL"), let count = Int(String(cString: raw)),
+            count >= 1 && count <= SpindleThreadPool.maximumThreadCount
+        else { return nil }
+        return count
     }()
+
+    private static let environmentPerProcess = PerProcess {
+        SpindleThreadPool(checkedName: "SpindleThreadPool.environment", threadCount: SpindleThreadPool.environmentThreads!)
+    }
 }

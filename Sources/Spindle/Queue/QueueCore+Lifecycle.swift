@@ -84,10 +84,12 @@ extension QueueCore {
     /// it still holds.
     func waitForTermination(until deadline: SpindleDeadline) -> Bool {
         self.perform(self.terminationWaitBegins())
-        self.lock.lock()
-        let terminated = self.drained.wait(until: deadline) {
-            self.drainInboxLocked()
-            return !self.lifecycle.isTerminated
+        let terminated = ThreadContext.current.blocking {  // on a pool thread, another may serve meanwhile
+            self.lock.lock()
+            return self.drained.wait(until: deadline) {
+                self.drainInboxLocked()
+                return !self.lifecycle.isTerminated
+            }
         }
         let threads = terminated ? self.collectThreadsLocked() : []
         self.lock.unlock()

@@ -25,8 +25,9 @@ extension QueueCore {
         context.workerOf = self
         var after = AfterUnlock()
         self.lock.lock()
-        self.idle.serveBegan()
         self.drainInboxLocked()
+        let counted = !self.lifecycle.isTerminated  // a request left over from before the termination serves nothing
+        self.idle.serveBegan(counting: counted)
         var served = 0
         while self.canDispatchLocked && served < QueueCore.poolBudget {
             let op = self.takeNextLocked()  // the queue's reference is ours now
@@ -53,12 +54,20 @@ extension QueueCore {
             }
             served += 1
         }
-        // Budget spent with more to start: one request for it, at the back of the line (this thread takes a
-        // request next, so nobody else is woken for it).
+        // Budget spent with more to start: one request for it, at the back of the line. This thread takes a request
+        // next, so nobody else is woken for it, unless releases (user deinitialisers, waiters) come first.
         after.wake.add(self.wakeOrSpawnLocked())
-        after.wake.callerReturns = true
+        after.wake.callerReturns = after.hasNoReleases
         self.lock.unlock()
         context.workerOf = outerWorker
-        self.perform(&after)  // last: the handle (and this queue) may go away here; the caller holds this core
+        self.perform(&after)  // the handle (and this queue) may go away here; the caller holds this core
+        // Last: the serve is over (a stopping queue terminates only now, after everything it held was released).
+        guard counted else { return }
+        var ended = AfterUnlock()
+        self.lock.lock()
+        self.idle.serveEnded()
+        self.terminateIfDoneLocked(&ended)
+        self.lock.unlock()
+        self.perform(&ended)
     }
 }

@@ -20,7 +20,8 @@
 /// - `servesPending`: for a queue served by a run loop or a thread pool (`server`), the requests to serve it that
 ///   were sent and have not begun (`serveBegan`): at most one perform on a run loop; on a pool, at most as many as
 ///   operations could start now (`min(ready, limit - running)`), so every request finds work unless a taker came
-///   first;
+///   first; `serving`: pool threads serving the queue now (between `serveBegan` and `serveEnded`), counted as workers
+///   in their loop for termination;
 /// - `spawnFailures`: thread starts failed in a row (0 after one succeeds); `retryPending`: after a failure, a
 ///   retry is scheduled on the process timer (`QueueCore.SpawnRetry`; or run by the failing thread itself when
 ///   the timer's thread cannot start), and until it runs no event starts a thread
@@ -133,6 +134,7 @@ struct IdleWorkers {
     private(set) var idleCount = 0
     private(set) var spinning = false
     private(set) var servesPending = 0
+    private(set) var serving = 0
     private(set) var spawnFailures = 0
     private(set) var retryPending = false
 
@@ -162,7 +164,7 @@ struct IdleWorkers {
     var threadCount: Int { self.live + self.starting }
 
     /// No worker is in its loop and none is being started: what `QueueLifecycle.workersGone` waits for.
-    var noWorkers: Bool { self.live == 0 && self.starting == 0 }
+    var noWorkers: Bool { self.live == 0 && self.starting == 0 && self.serving == 0 }
 
     /// The wake decision for one operation that could start now (`canDispatch`: ready work, a free slot, not
     /// suspended). `wanted`: operations running or ready (more threads than that would idle); `limit`: the width.
@@ -318,10 +320,19 @@ struct IdleWorkers {
         self.idleCount -= 1
     }
 
-    /// A request sent to the serving run loop or pool has begun (it takes the work, if any is left).
-    mutating func serveBegan() {
+    /// A request sent to the serving run loop or pool has begun (it takes the work, if any is left). With
+    /// `counting` (a pool's serve of a queue not yet terminated), it counts as a worker in its loop until
+    /// `serveEnded`, so the queue terminates only after it.
+    mutating func serveBegan(counting: Bool = false) {
         precondition(self.servesPending > 0, "IdleWorkers: a serve began that nobody requested")
         self.servesPending -= 1
+        if counting { self.serving += 1 }
+    }
+
+    /// A pool thread's serve is over: everything it held was released.
+    mutating func serveEnded() {
+        precondition(self.serving > 0, "IdleWorkers: a serve ended that had not begun")
+        self.serving -= 1
     }
 
     /// The serving run loop ran the scheduled perform.
@@ -345,6 +356,6 @@ struct IdleWorkers {
             && self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)
             && self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0
             && (self.server == .ownThreads ? self.servesPending == 0 : (self.threadCount == 0 && self.threads.isEmpty))
-            && self.servesPending >= 0
+            && self.servesPending >= 0 && self.serving >= 0
     }
 }
