@@ -10,6 +10,10 @@ import Testing
     @Test func aPoolNeedsAtLeastOneThread() {
         qtExpectError(.invalidThreadCount(0)) { _ = try SpindleThreadPool(threadCount: 0) }
         qtExpectError(.invalidThreadCount(-3)) { _ = try SpindleThreadPool(name: "bad", threadCount: -3) }
+        qtExpectError(.invalidThreadCount(.max)) { _ = try SpindleThreadPool(threadCount: .max) }
+        qtExpectError(.invalidThreadCount(SpindleThreadPool.maximumThreadCount + 1)) {
+            _ = try SpindleThreadPool(threadCount: SpindleThreadPool.maximumThreadCount + 1)
+        }
         #expect(SpindleError.invalidThreadCount(0).description.contains("at least 1 thread"))
     }
 
@@ -123,6 +127,20 @@ import Testing
         #expect(done.isSet)
         // The stand-in retires once the wait is over and it finds nothing to do.
         #expect(qtWaitUntil { pool.liveThreadCount <= 1 })
+    }
+
+    @Test func aTerminationWaitOnThePoolsOnlyThreadLetsAnotherServe() throws {
+        let pool = try SpindleThreadPool(name: "termination", threadCount: 1)
+        let outer = SpindleOperationQueue(name: "outer", pool: pool)
+        let inner = SpindleOperationQueue(name: "inner", pool: pool)
+        let ran = QTFlag(), terminated = QTFlag()
+        outer.addOperation {
+            inner.addOperation { ran.set() }
+            inner.shutdown()
+            if (try? inner.awaitTermination(timeout: .seconds(qtDeadline))) == true { terminated.set() }
+        }
+        qtDrain(outer)
+        #expect(ran.isSet && terminated.isSet)
     }
 
     @Test func aReleasedPoolJoinsItsThreads() throws {
