@@ -248,8 +248,9 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    /// The one finish path: executing (or cancelled and unstarted) → finishing → finished, then the completion
-    /// block, dependents, the owning queue and finally the waiters, in that order. Returns false (doing nothing) if
+    /// The one finish path: executing (or cancelled and unstarted) → finishing → finished, then the observers, the
+    /// owning queue's `didFinish` hook, the completion block, dependents, the owning queue and finally the waiters,
+    /// in that order. Returns false (doing nothing) if
     /// another call got there first.
     @discardableResult
     final func completeExecution(error: (any Error)?) -> Bool {
@@ -294,6 +295,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         }
         if let deadline { DeadlineTimer.shared.remove(deadline) }
         if drain { self.drainObservations() }
+        if let queue { queue._withUnsafeGuaranteedRef { $0.core.tellHooksDidFinish(self) } }  // one load without hooks
         if let completion {
             // Mark the thread, so a completion block that waits for its own operation is told, not deadlocked.
             let context = ThreadContext.current
