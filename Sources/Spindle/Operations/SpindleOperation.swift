@@ -113,6 +113,10 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     public final var isCancelled: Bool { self.currentState.isCancelled }
     /// Whether its work ends after `start()` returns (concurrent operations). Plain operations: false.
     open var isAsynchronous: Bool { false }
+    /// Foundation's older name for `isAsynchronous`: unavailable, so that a ported `override var isConcurrent` is
+    /// told to override `isAsynchronous` (declared here, not in an extension, so that the override meets this).
+    @available(*, unavailable, renamed: "isAsynchronous")
+    open var isConcurrent: Bool { self.isAsynchronous }
     /// Whether it is a `SpindleGroupOperation` (overridden there): one dynamic call, cheaper than a cast.
     var isGroup: Bool { false }
 
