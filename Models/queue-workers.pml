@@ -249,12 +249,12 @@
 /* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:180 "self.admitInboxChainLocked(self.inbox.takeAllOldestFirst())" */
 /* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:202 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
 /* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:301 "if freesSlot { self.slots.free() }" */
-/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:243 "guard core.pushToInbox(operation) else { return false }" */
-/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:244 "guard core.needsWakeAfterInboxPush() else { return true }" */
+/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:256 "guard core.pushToInbox(operation) else { return false }" */
+/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:257 "guard core.needsWakeAfterInboxPush() else { return true }" */
 /* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:25 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */
 /* [A_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:26 "let wake = self.wakeOrSpawnLocked()  // 2. whom to wake" */
 /* [A_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:27 "self.lock.unlock()" */
-/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:245 "core.perform(core.pushedToInbox())" */
+/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:258 "core.perform(core.pushedToInbox())" */
 /* [SL_CANDISPATCH]  PIN Sources/Spindle/Queue/State/DispatchSlots.swift:33 "func canDispatch(ready: Int) -> Bool { ready > 0 && self.hasFreeSlot }" */
 /* [SL_ROOM]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:36 "func room(ready: Int) -> Int { self.suspended ? 0 : max(0, min(ready, self.limit - self.running)) }" */
 /* [SL_TAKE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:41 "self.running += 1" */
@@ -264,7 +264,7 @@
 /* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:158 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
 /* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:159 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
 /* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:160 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
-/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:303 "self.core.perform(self.core.widthChanged(requested: value))" */
+/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:316 "self.core.perform(self.core.widthChanged(requested: value))" */
 
 
 #ifndef LIMIT

@@ -89,6 +89,21 @@ public enum SpindleExamples {
         SpindleExample(name: "conditions", source: "Advanced NSOperations (WWDC 2015)",
                        summary: "a condition whose login dependency runs first; alerts one at a time across queues",
                        run: conditions),
+        SpindleExample(name: "port-async-operation", source: "porting: a KVO-driven async base class",
+                       summary: "downloads whose base class finishes from a callback: start() + beginExecuting()",
+                       run: portAsyncOperation),
+        SpindleExample(name: "port-sync-base-class", source: "porting: a start()-override base class",
+                       summary: "generator steps on a base class keeping its own finish(_ errors:)",
+                       run: portSyncBaseClass),
+        SpindleExample(name: "port-is-ready", source: "porting: an isReady override",
+                       summary: "an operation held by a readiness gate, then checked by a condition",
+                       run: portIsReady),
+        SpindleExample(name: "port-queue-delegate", source: "porting: an OperationQueue subclass with a delegate",
+                       summary: "queue hooks telling a delegate of adds and finishes, and keeping counts",
+                       run: portQueueDelegate),
+        SpindleExample(name: "port-dispatch", source: "porting: Dispatch beside the queues",
+                       summary: "a serial queue's sync/async, DispatchGroup, a reader-writer queue, QoS",
+                       run: portDispatch),
     ]
 
     /// The example called `name`, if any.

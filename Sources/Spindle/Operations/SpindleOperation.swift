@@ -113,6 +113,10 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     public final var isCancelled: Bool { self.currentState.isCancelled }
     /// Whether its work ends after `start()` returns (concurrent operations). Plain operations: false.
     open var isAsynchronous: Bool { false }
+    /// Foundation's older name for `isAsynchronous`: unavailable, so that a ported `override var isConcurrent` is
+    /// told to override `isAsynchronous` (declared here, not in an extension, so that the override meets this).
+    @available(*, unavailable, renamed: "isAsynchronous")
+    open var isConcurrent: Bool { self.isAsynchronous }
     /// Whether it is a `SpindleGroupOperation` (overridden there): one dynamic call, cheaper than a cast.
     var isGroup: Bool { false }
 
@@ -248,8 +252,9 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    /// The one finish path: executing (or cancelled and unstarted) → finishing → finished, then the completion
-    /// block, dependents, the owning queue and finally the waiters, in that order. Returns false (doing nothing) if
+    /// The one finish path: executing (or cancelled and unstarted) → finishing → finished, then the observers, the
+    /// owning queue's `didFinish` hook, the completion block, dependents, the owning queue and finally the waiters,
+    /// in that order. Returns false (doing nothing) if
     /// another call got there first.
     @discardableResult
     final func completeExecution(error: (any Error)?) -> Bool {
@@ -294,6 +299,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         }
         if let deadline { DeadlineTimer.shared.remove(deadline) }
         if drain { self.drainObservations() }
+        if let queue { queue._withUnsafeGuaranteedRef { $0.core.tellHooksDidFinish(self) } }  // one load without hooks
         if let completion {
             // Mark the thread, so a completion block that waits for its own operation is told, not deadlocked.
             let context = ThreadContext.current

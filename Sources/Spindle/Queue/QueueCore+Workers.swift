@@ -245,6 +245,7 @@ extension QueueCore {
     /// Starts one operation. A `start()` that throws without the operation ever executing (a custom `start` gone
     /// wrong) finishes it cancelled with that error, so its slot is never lost.
     private func run(_ op: SpindleOperation) {
+        self.tellHooksWillStart(op)  // one load without hooks (SpindleOperationQueue+Hooks)
         do {
             try op.start()
         } catch {

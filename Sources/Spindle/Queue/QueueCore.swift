@@ -7,9 +7,9 @@ import Synchronization
 /// `handle` (set once in `init`; valid while `outstanding > 0`, since the core then retains it, and while anyone
 /// calls into the handle), `outstanding` (atomic),
 /// `pushes` (atomic, a hint for spinning workers), `idleHints` (the adding thread's view of `idle`; see
-/// `FastPath/IdleHints`) and `boundedHint` (atomic mirror of `capacity != nil`, read
-/// without the lock by `addOperation`). Bounded queues, blocked producers and the statistics behind `snapshot()`:
-/// see `QueueCore+Backpressure`. The vars are `@exclusivity(unchecked)`: the lock, not the
+/// `FastPath/IdleHints`), `boundedHint` (atomic mirror of `capacity != nil`, read without the lock by `addOperation`)
+/// and `hookSlot` (see `FastPath/QueueHookSlot`). Bounded queues, blocked producers and the statistics behind
+/// `snapshot()`: see `QueueCore+Backpressure`. The vars are `@exclusivity(unchecked)`: the lock, not the
 /// runtime's dynamic exclusivity checks, makes access exclusive (those checks cost more than the lock here).
 /// Operations' queue links (`bucket*`, `member*`) and `placement` are protected by this lock too.
 /// Lock order: `DependencyGraph.lock` → `lock` → an operation's `locked`. User code never runs under `lock`.
@@ -313,4 +313,11 @@ final class QueueCore: @unchecked Sendable {
         }
         return dropsReference
     }
+
+    // MARK: - Hooks
+    // Declared last, after the methods, so that adding it moved no line the SPIN models pin (Models/).
+
+    /// The queue's hooks (`SpindleOperationQueue.hooks`), read without `lock` on every add, start and finish (see
+    /// `FastPath/QueueHookSlot`: its own leaf lock and atomic; `SpindleOperationQueue+Hooks`).
+    let hookSlot = QueueHookSlot()
 }

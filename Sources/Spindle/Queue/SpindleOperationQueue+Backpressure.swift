@@ -46,19 +46,22 @@ extension SpindleOperationQueue {
     /// Adds `operation`, waiting until `deadline` for room if the queue is full, whatever its policy.
     /// - Throws: as `addOperation`; `queueFull` if the deadline passed first (nothing was added).
     public func addOperation(_ operation: SpindleOperation, until deadline: SpindleDeadline) throws(SpindleError) {
-        try self.addBounded([operation], waitUntil: deadline)
+        let batch = [operation]
+        try self.tellingHooks(batch) { () throws(SpindleError) in try self.addBounded(batch, waitUntil: deadline) }
     }
 
     /// `addOperation(_:until: .after(timeout))`. Zero or negative: adds only if there is room now.
     /// - Throws: as `addOperation(_:until:)`.
     public func addOperation(_ operation: SpindleOperation, timeout: Duration) throws(SpindleError) {
-        try self.addBounded([operation], waitUntil: .after(timeout))
+        try self.addOperation(operation, until: .after(timeout))
     }
 
     /// Adds a batch, all or none, waiting until `deadline` for room for all of it, whatever the policy.
     /// - Throws: as `addOperations`; `batchExceedsCapacity`; `queueFull` if the deadline passed first.
     public func addOperations(_ operations: [SpindleOperation], until deadline: SpindleDeadline) throws(SpindleError) {
-        try self.addBounded(operations, waitUntil: deadline)
+        try self.tellingHooks(operations) { () throws(SpindleError) in
+            try self.addBounded(operations, waitUntil: deadline)
+        }
     }
 
     /// Adds `operation`, suspending the calling task (never blocking its thread) while the queue is full,
@@ -73,6 +76,13 @@ extension SpindleOperationQueue {
     /// The batch form of `addOperationWhenRoom`: all or none, waiting until the whole batch fits.
     /// - Throws: as `addOperationWhenRoom`, and `duplicateInBatch`, `batchExceedsCapacity`.
     public func addOperationsWhenRoom(_ operations: [SpindleOperation]) async throws {
+        let hooks = self.core.hookSlot.current
+        hooks?.willAdd(operations, to: self)
+        try await self.addOperationsWhenRoomUntold(operations)
+        hooks?.didAdd(operations, to: self)
+    }
+
+    private func addOperationsWhenRoomUntold(_ operations: [SpindleOperation]) async throws {
         try Task.checkCancellation()
         guard let waiter = try self.beginBoundedAdd(operations, policy: .block, checkOwnQueue: false) else { return }
         do {
@@ -140,7 +150,7 @@ extension SpindleOperationQueue {
             return waiter
         case .runOnCaller:
             for op in operations { self.unclaim(op) }
-            SpindleOperationQueue.runOnCaller(operations)
+            SpindleOperationQueue.runOnCaller(operations, hooks: self.hooksForCallerRuns(operations), of: self)
             return nil
         case .refuse(let error):
             for op in operations { self.unclaim(op) }
@@ -206,12 +216,19 @@ extension SpindleOperationQueue {
         return true
     }
 
-    /// Runs each operation on this thread, in order, once its dependencies have finished (caller-runs).
-    private static func runOnCaller(_ operations: [SpindleOperation]) {
+    /// Runs each operation on this thread, in order, once its dependencies have finished (caller-runs), telling
+    /// `hooks` of each start (their finishes are observed: `hooksForCallerRuns`).
+    private static func runOnCaller(_ operations: [SpindleOperation], hooks: QueueHookBox?,
+                                    of queue: SpindleOperationQueue) {
         for op in operations {
+            var told = false
             while true {
                 // Settled, not just finished: its dependents have been released by then.
                 for dependency in op.dependencies { _ = try? dependency.waitUntilFinished() }
+                if let hooks, !told {
+                    told = true
+                    hooks.willStart(op, on: queue)
+                }
                 do {
                     try op.start()
                 } catch SpindleError.operationNotReady(_) {

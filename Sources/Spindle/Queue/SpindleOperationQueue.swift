@@ -71,6 +71,13 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     ///   queue's operations). The queue and the operation are unchanged then, except that an operation with
     ///   conditions has had them asked for their dependencies: one the queue accepted stays there and runs.
     public func addOperation(_ operation: SpindleOperation) throws(SpindleError) {
+        if let hooks = self.core.hookSlot.current { return try self.addOperation(operation, telling: hooks) }
+        try self.addOperationUntold(operation)
+    }
+
+    /// `addOperation(_:)` without telling the hooks (see `SpindleOperationQueue+Hooks`).
+    @inline(__always)
+    func addOperationUntold(_ operation: SpindleOperation) throws(SpindleError) {
         try self.refuseIfInheritedAcrossFork()
         let core = self.core
         if core.boundedHint.isBounded && !operation.isBarrier {
@@ -108,20 +115,24 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     ///   wait could never end: every slot would be held by operations waiting like this (width 1, or all but this
     ///   one already wait so).
     public func addOperations(_ operations: [SpindleOperation], waitUntilFinished: Bool = false) throws(SpindleError) {
+        let hooks = self.core.hookSlot.current  // told before the checks, and after the add before any wait
+        hooks?.willAdd(operations, to: self)
         try self.refuseIfInheritedAcrossFork()
         // A member waiting for a batch in its own queue holds its slot meanwhile: refuse the wait nobody could end.
         if waitUntilFinished && (ThreadContext.current.queue === self || self.isInsideOwnGroup) {
             guard self.core.beginBatchWait() else { throw .waitOnOwnQueue(name: self.name) }
             defer { self.core.endBatchWait() }
-            try self.addOperationsUnchecked(operations, waitUntilFinished: true)
+            try self.addOperationsUnchecked(operations, waitUntilFinished: true, hooks: hooks)
             return
         }
-        try self.addOperationsUnchecked(operations, waitUntilFinished: waitUntilFinished)
+        try self.addOperationsUnchecked(operations, waitUntilFinished: waitUntilFinished, hooks: hooks)
     }
 
-    private func addOperationsUnchecked(_ operations: [SpindleOperation], waitUntilFinished: Bool) throws(SpindleError) {
+    private func addOperationsUnchecked(_ operations: [SpindleOperation], waitUntilFinished: Bool,
+                                        hooks: QueueHookBox?) throws(SpindleError) {
         if self.core.boundedHint.isBounded {
             try self.addBounded(operations, waitUntil: nil)
+            hooks?.didAdd(operations, to: self)
             if waitUntilFinished {
                 for op in operations { try op.waitUntilFinished() }
             }
@@ -150,6 +161,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         try self.produceGateDependenciesLocked(operations)
         core.perform(core.admitClaimedBatchUnlocking(operations))
         for op in operations { op.gateEnqueuedIfGated() }
+        hooks?.didAdd(operations, to: self)
         if waitUntilFinished {
             for op in operations { try op.waitUntilFinished() }
         }
@@ -215,6 +227,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     @discardableResult
     public func addOperation(_ block: consuming @escaping @Sendable () -> Void) -> SpindleBlockOperation {
         let op = SpindleBlockOperation(block)  // moved in: the block's captures are not retained again
+        if let hooks = self.core.hookSlot.current { return self.addBlockOperation(op, telling: hooks) }
         if self.isInheritedAcrossFork { return self.finishRefused(op) }
         let core = self.core
         if core.boundedHint.isBounded || core.isServed {

@@ -12,6 +12,7 @@ import Testing
         "vinny-operation", "my-operation", "width-2", "upload-runloop", "upload-semaphore", "task-with-data",
         "block-operation", "cancellation", "dependencies", "priorities", "completion-block", "add-operations",
         "waiting", "suspend-resume", "retry", "thread-object", "observed-values", "group-operation", "conditions",
+        "port-async-operation", "port-sync-base-class", "port-is-ready", "port-queue-delegate", "port-dispatch",
     ]
 
     @Test func everyExampleHasAnOrderTestAndAUniqueName() {
