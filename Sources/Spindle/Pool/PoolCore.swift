@@ -53,6 +53,8 @@ final class PoolCore: @unchecked Sendable {
     @exclusivity(unchecked) private var spawnFailures = 0
     @exclusivity(unchecked) private var retryPending = false
     @exclusivity(unchecked) private var started = 0  // threads ever started: names them
+    /// Threads that retired before their starter registered them: the starter detaches them instead.
+    @exclusivity(unchecked) private var retiredEarly: [ObjectIdentifier] = []
 
     /// How many threads may stand in for blocked ones, beyond `threadCount`.
     static let maximumStandIns = 64
@@ -135,11 +137,14 @@ final class PoolCore: @unchecked Sendable {
         var exited: [SpindleThread] = []
         self.lock.withLock {
             self.spawnFailures = 0
-            // Threads that retired since the last start: joined now (each has left its loop), so the list stays
-            // as long as the threads alive.
-            exited = self.threads.filter { $0.isFinished }
-            if !exited.isEmpty { self.threads.removeAll { $0.isFinished } }
-            if self.shuttingDown { exited.append(thread) } else { self.threads.append(thread) }
+            if let i = self.retiredEarly.firstIndex(of: ObjectIdentifier(thread)) {
+                self.retiredEarly.remove(at: i)
+                thread.relinquish()  // it retired already: detached, as it would have detached itself
+            } else if self.shuttingDown {
+                exited.append(thread)
+            } else {
+                self.threads.append(thread)
+            }
         }
         PoolCore.join(exited)
     }
@@ -176,10 +181,21 @@ final class PoolCore: @unchecked Sendable {
             }
         }
         self.live -= 1
+        // A retiring thread (not a shutdown: that joins every thread) detaches itself, so nobody has to join it.
+        var detach: SpindleThread? = nil
+        if !self.shuttingDown {
+            let me = context.thread
+            if let i = self.threads.firstIndex(where: { $0 === me }) {
+                detach = self.threads.remove(at: i)
+            } else {
+                self.retiredEarly.append(ObjectIdentifier(me))  // its starter has not registered it yet
+            }
+        }
         // A surplus thread leaving may leave requests that a woken one should take.
         let plan = self.decideLocked()
         self.lock.unlock()
         self.perform(plan)
+        detach?.relinquish()
         context.poolOf = nil
     }
 
