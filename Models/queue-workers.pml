@@ -140,34 +140,34 @@
 /* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:93 "worker.gotWork()" */
 /* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:98 "let deferredFinish = self.runOnWorker(op, context)" */
 /* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:108 "self.lock.lock()" */
-/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:112 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &worker.pending) }" */
-/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:113 "worker.pending.addFinished(op)" */
-/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:114 "worker.pending.outstandingDrops += 1" */
+/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:178 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
+/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:179 "after.addFinished(op)" */
+/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:180 "after.outstandingDrops += 1" */
 /* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:54 "if !worker.pending.hasNoReleases {" */
 /* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:56 "self.perform(&worker.pending, keepingDropsBelow: .max)" */
 /* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:57 "self.lock.lock()" */
 /* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:61 "if worker.maySpin && worker.policy.budgetNanos > 0 && self.idle.beginSpin() {" */
-/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:135 "worker.maySpin = false" */
-/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:136 "self.publishIdleLocked()" */
-/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:138 "self.lock.unlock()" */
-/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:141 "let caught = SpinPolicy.spin(" */
-/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:143 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
-/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:144 "self.lock.lock()" */
-/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:145 "self.idle.endSpin()" */
-/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:146 "self.publishIdleLocked()" */
+/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:126 "worker.maySpin = false" */
+/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:127 "self.publishIdleLocked()" */
+/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:129 "self.lock.unlock()" */
+/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:132 "let caught = SpinPolicy.spin(" */
+/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:134 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
+/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:135 "self.lock.lock()" */
+/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:136 "self.idle.endSpin()" */
+/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:137 "self.publishIdleLocked()" */
 /* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:63 "continue  // look again under the lock before parking" */
 /* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:65 "if worker.pending.outstandingDrops > 0 {" */
 /* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:69 "self.perform(&worker.pending)" */
 /* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:70 "self.lock.lock()" */
-/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:156 "self.idle.parking(parker)" */
-/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:157 "self.publishIdleLocked()" */
-/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:158 "if self.inbox.isEmpty {" */
-/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:159 "self.lock.unlock()" */
-/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:160 "parker.park()" */
-/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "self.lock.lock()" */
-/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:163 "let signalled = self.idle.unparked(parker)" */
-/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:164 "self.publishIdleLocked()" */
-/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:165 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
+/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:147 "self.idle.parking(parker)" */
+/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:148 "self.publishIdleLocked()" */
+/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:149 "if self.inbox.isEmpty {" */
+/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:150 "self.lock.unlock()" */
+/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:151 "parker.park()" */
+/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:152 "self.lock.lock()" */
+/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:154 "let signalled = self.idle.unparked(parker)" */
+/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:155 "self.publishIdleLocked()" */
+/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:156 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
 /* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:16 "let action = self.idle.wakeOrSpawn(" */
 /* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:21 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:30 "let room = self.slots.room(ready: self.ready.count)" */
@@ -177,8 +177,8 @@
 /* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:101 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "plan.unparkAll()" */
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:101 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:182 "let link = self.ready.popHighest()!" */
-/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "self.stats.noteRunning(self.slots.take())" */
+/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:190 "let link = self.ready.popHighest()!" */
+/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:191 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "override func fire() { self.core.retrySpawn() }" */
 /* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
 /* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:58 "return self.threadFailedToStart(error)" */

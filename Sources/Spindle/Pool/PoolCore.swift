@@ -18,7 +18,9 @@ import CShim
 /// Threads (all transitions under `lock`): STARTING (`starting`, a place reserved by a decision, the thread being
 /// created after unlocking) → SERVING (`live`; the thread counts itself in) ⇄ IDLE (parked on its own
 /// `ThreadParker`, in `idleLine`; LIFO, so the threads that served last, with warm caches, serve next and the others
-/// stay asleep) → POPPED (a decision took it: `wakeupsInFlight`) → SERVING; SERVING → BLOCKED (inside a Spindle wait:
+/// stay asleep: a choice not measured here, where a queue's own workers wake first-parked-first because that measured
+/// faster on this machine, see `IdleWorkers`) → POPPED (a decision took it: `wakeupsInFlight`) → SERVING;
+/// SERVING → BLOCKED (inside a Spindle wait:
 /// `blocked`, see below) → SERVING; SERVING → EXITED between two serves when there are more threads than the target
 /// (a wait ended: some thread retires, so at most `threadCount` serve again once a serve in progress ends), or when
 /// it has nothing to do and the pool is shutting down. A start that

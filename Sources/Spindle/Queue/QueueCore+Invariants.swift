@@ -5,7 +5,8 @@ extension QueueCore {
     /// Each unit's own invariants, and across units:
     /// - members = released non-barrier members + held members + the running barrier (`BarrierGate`);
     /// - no members ⇒ nothing in the ready buckets;
-    /// - a run-loop-served queue has no threads, a pool-served one no pending perform;
+    /// - a queue served by a run loop or a pool has no threads of its own, and only a run-loop-served one has a
+///   pending perform;
     /// - a terminated queue has no members and no worker in its loop or being started.
     /// Caller holds `lock`.
     func checkInvariantsLocked() -> Bool {

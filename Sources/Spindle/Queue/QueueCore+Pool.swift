@@ -43,15 +43,7 @@ extension QueueCore {
             let finishedHere = self.runOnWorker(op, context)
             context.queue = outerQueue
             self.lock.lock()
-            if finishedHere {
-                // It finished here and left us its queue bookkeeping.
-                _ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }
-                after.addFinished(op)
-                after.outstandingDrops += 1
-            } else if !op._withUnsafeGuaranteedRef({ QueueCore.handBackLocked($0) }) {
-                // It finished elsewhere and was unlinked while its `start()` ran: the reference is ours to drop.
-                after.dropped = op
-            }
+            self.settleRunLocked(op, finishedHere: finishedHere, into: &after)  // as a worker does
             served += 1
         }
         // Budget spent with more to start: one request for it, at the back of the line. This thread takes a request

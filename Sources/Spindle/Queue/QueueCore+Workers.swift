@@ -107,16 +107,7 @@ extension QueueCore {
         context.queue = nil
         self.lock.lock()
         self.settleReservationLocked(worker.reservation)
-        if deferredFinish {
-            // It finished here and left us its queue bookkeeping.
-            _ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &worker.pending) }
-            worker.pending.addFinished(op)
-            worker.pending.outstandingDrops += 1
-        } else if !op._withUnsafeGuaranteedRef({ QueueCore.handBackLocked($0) }) {
-            // It finished elsewhere and was unlinked while its `start()` ran: the reference is ours to drop.
-            assert(worker.pending.dropped == nil, "QueueCore: a worker's earlier reference was not dropped")
-            worker.pending.dropped = op
-        }
+        self.settleRunLocked(op, finishedHere: deferredFinish, into: &worker.pending)
         var node = ranHead
         while let link = node {
             link._withUnsafeGuaranteedRef { x in
@@ -174,6 +165,23 @@ extension QueueCore {
         let deferredFinish = context.deferredFinish
         context.deferredFinish = false
         return deferredFinish
+    }
+
+    /// The queue's side of an operation this thread took and ran (`runOnWorker` returned `finishedHere`), for a
+    /// worker or a pool thread's serve. Caller holds `lock`. If it finished here, it left us its bookkeeping: unlink
+    /// it, and release its waiters and reference after unlocking; if it still runs (a concurrent operation), the
+    /// member list gets the reference back, unless it finished elsewhere and was unlinked meanwhile, when the
+    /// reference is ours to drop after unlocking.
+    @inline(__always)
+    func settleRunLocked(_ op: Unmanaged<SpindleOperation>, finishedHere: Bool, into after: inout AfterUnlock) {
+        if finishedHere {
+            _ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }
+            after.addFinished(op)
+            after.outstandingDrops += 1
+        } else if !op._withUnsafeGuaranteedRef({ QueueCore.handBackLocked($0) }) {
+            assert(after.dropped == nil, "QueueCore: an earlier dropped reference was not released")
+            after.dropped = op
+        }
     }
 
     /// Pops the best ready operation, moves it to `dispatching` and takes a slot; the queue's reference to it

@@ -247,7 +247,7 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         return op
     }
 
-    /// The hot path's second half: pushes a claimed, non-barrier operation on the inbox of a pool-served queue and
+    /// The hot path's second half: pushes a claimed, non-barrier operation on the inbox of a queue with threads of its own and
     /// wakes a worker or starts a thread if needed (the queue lock only then). Returns false, having pushed
     /// nothing, if the queue was shut down.
     @inline(__always)
