@@ -10,6 +10,10 @@
  *   process. Each operation, when a worker takes it, either finishes on that worker or never finishes (the
  *   worker stays busy for ever and keeps the slot): a nondeterministic choice per operation. At most MAXSPUR = 2
  *   spurious returns from a park. At each point where the Swift worker may spin, the model's worker spins or not.
+ *   The wake decision's hand-off rule: one event's operation (an add, or the worker's own decision after taking
+ *   one) wakes or starts nobody while a worker spins or a woken one is on its way (wakeupsInFlight > 0), and the
+ *   hint word's taker-coming bit tells adders so; a batch decision (collect) wakes up to its room, counting those
+ *   already on their way.
  *   State: the inbox, the ready count, slots.running, slots.limit, IdleWorkers (threads.count, starting,
  *   parked, wakeupsInFlight, the idle line, spinning, retryPending), the published hint word, the timer's
  *   scheduled retries, each worker's parker (its notification).
@@ -63,7 +67,8 @@
  *      inbox's order (newest-first stack, admitted oldest first) is left out.
  *   A8 Bounds (defaults): ADDERS 2 (OPS0 2 + OPS1 1 = 3 operations), LIMIT 2, MAXFAIL 2, MAXSPUR 2; the search
  *      depth stays under 500. Override with -D (ADDERS and LIMIT 1 or 2).
- *      3,394,374 states for the safety run and 5,003,650 for the progress run (about 2 s and 6 s).
+ *      10,869,710 states for the safety run and 15,536,287 for the progress run (3,394,374 and 5,003,650 before
+ *      the hand-off rule).
  *
  * PROPERTIES
  *   Safety (assertions; run with -DSAFETY, plus invalid end states):
@@ -122,6 +127,9 @@
  *                                   notification kept, [C_UNPARK] without the exchange): an unpark between the
  *                                   worker's unlock ([W_PARKUNLOCK]) and its sleep is lost, and its operation
  *                                   stranded.
+ *   -DBROKEN_NO_HANDOFF_CHAIN       the woken worker does not decide the next wake when it takes an operation
+ *                                   ([W_CHAIN] missing): under the hand-off rule the adds made while it was on its
+ *                                   way woke nobody, so their operations are stranded with a worker parked.
  *   -DBROKEN_SPURIOUS_COUNTS_AS_SIGNAL  every return from a park is taken as a wakeup decided for the worker
  *                                   ([I_NOTPOPPED] missing): a spurious return consumes a wakeup that is not
  *                                   its own (safety run only: wakeupsInFlight goes below zero; the progress run
@@ -129,56 +137,56 @@
  *
  * STEPS AND THE SWIFT LINES THEY STAND FOR (checked by .ci/check-models)
  */
-/* [W_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:43 "self.lock.lock()" */
-/* [W_LOOP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:45 "while !self.shuttingDown {" */
-/* [W_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:46 "self.drainInboxLocked()" */
-/* [W_CANDISPATCH]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:47 "if self.canDispatchLocked {" */
-/* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:88 "let op = self.takeNextLocked()  // 1. the queue's reference is ours now" */
-/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:91 "worker.pending.wake.add(self.wakeOrSpawnLocked())  // 3. whom to wake for what is left" */
-/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:92 "self.lock.unlock()" */
-/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:95 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)" */
-/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:93 "worker.gotWork()" */
-/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:98 "let deferredFinish = self.runOnWorker(op, context)" */
-/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:108 "self.lock.lock()" */
-/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:178 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
-/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:179 "after.addFinished(op)" */
-/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:180 "after.outstandingDrops += 1" */
-/* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:54 "if !worker.pending.hasNoReleases {" */
-/* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:56 "self.perform(&worker.pending, keepingDropsBelow: .max)" */
-/* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:57 "self.lock.lock()" */
-/* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:61 "if worker.maySpin && worker.policy.budgetNanos > 0 && self.idle.beginSpin() {" */
-/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:126 "worker.maySpin = false" */
-/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:127 "self.publishIdleLocked()" */
-/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:129 "self.lock.unlock()" */
-/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:132 "let caught = SpinPolicy.spin(" */
-/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:134 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
-/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:135 "self.lock.lock()" */
-/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:136 "self.idle.endSpin()" */
-/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:137 "self.publishIdleLocked()" */
-/* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:63 "continue  // look again under the lock before parking" */
-/* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:65 "if worker.pending.outstandingDrops > 0 {" */
-/* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:69 "self.perform(&worker.pending)" */
-/* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:70 "self.lock.lock()" */
-/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:147 "self.idle.parking(parker)" */
-/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:148 "self.publishIdleLocked()" */
-/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:149 "if self.inbox.isEmpty {" */
-/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:150 "self.lock.unlock()" */
-/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:151 "parker.park()" */
-/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:152 "self.lock.lock()" */
-/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:154 "let signalled = self.idle.unparked(parker)" */
-/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:155 "self.publishIdleLocked()" */
-/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:156 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
-/* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:16 "let action = self.idle.wakeOrSpawn(" */
-/* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:21 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
-/* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:30 "let room = self.slots.room(ready: self.ready.count)" */
-/* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:32 "let action = self.wakeOrSpawnLocked()" */
-/* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "if action == .none { break }" */
-/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:122 "parker.unpark()" */
-/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:101 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:100 "plan.unparkAll()" */
-/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:101 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:190 "let link = self.ready.popHighest()!" */
-/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:191 "self.stats.noteRunning(self.slots.take())" */
+/* [W_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:46 "self.lock.lock()" */
+/* [W_LOOP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:48 "while !self.shuttingDown {" */
+/* [W_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:49 "self.drainInboxLocked()" */
+/* [W_CANDISPATCH]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:50 "if self.canDispatchLocked {" */
+/* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:91 "let op = self.takeNextLocked()  // 1. the queue's reference is ours now" */
+/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:94 "worker.pending.wake.add(self.wakeOrSpawnLocked())  // 3. whom to wake for what is left" */
+/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:95 "self.lock.unlock()" */
+/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:98 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)" */
+/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:96 "worker.gotWork()" */
+/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:101 "let deferredFinish = self.runOnWorker(op, context)" */
+/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:111 "self.lock.lock()" */
+/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:181 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
+/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:182 "after.addFinished(op)" */
+/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "after.outstandingDrops += 1" */
+/* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:57 "if !worker.pending.hasNoReleases {" */
+/* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:59 "self.perform(&worker.pending, keepingDropsBelow: .max)" */
+/* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:60 "self.lock.lock()" */
+/* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:64 "if worker.maySpin && worker.policy.budgetNanos > 0 && self.idle.beginSpin() {" */
+/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:129 "worker.maySpin = false" */
+/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:130 "self.publishIdleLocked()" */
+/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:132 "self.lock.unlock()" */
+/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:135 "let caught = SpinPolicy.spin(" */
+/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:137 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
+/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:138 "self.lock.lock()" */
+/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:139 "self.idle.endSpin()" */
+/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:140 "self.publishIdleLocked()" */
+/* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:66 "continue  // look again under the lock before parking" */
+/* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:68 "if worker.pending.outstandingDrops > 0 {" */
+/* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:72 "self.perform(&worker.pending)" */
+/* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:73 "self.lock.lock()" */
+/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:150 "self.idle.parking(parker)" */
+/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:151 "self.publishIdleLocked()" */
+/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:152 "if self.inbox.isEmpty {" */
+/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:153 "self.lock.unlock()" */
+/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:154 "parker.park()" */
+/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:155 "self.lock.lock()" */
+/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:157 "let signalled = self.idle.unparked(parker)" */
+/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:158 "self.publishIdleLocked()" */
+/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:159 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
+/* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:18 "let action = self.idle.wakeOrSpawn(" */
+/* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:24 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
+/* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "let room = self.slots.room(ready: self.ready.count)" */
+/* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:35 "let action = self.wakeOrSpawnLocked(inFlightBelow: room)" */
+/* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:36 "if action == .none { break }" */
+/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:124 "parker.unpark()" */
+/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:103 "plan.unparkAll()" */
+/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:193 "let link = self.ready.popHighest()!" */
+/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:194 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "override func fire() { self.core.retrySpawn() }" */
 /* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
 /* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:58 "return self.threadFailedToStart(error)" */
@@ -204,43 +212,44 @@
 /* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:229 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
 /* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "self.publishIdleLocked()  // 5. the places just reserved" */
 /* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:125 "self.perform(self.spawnRetried())" */
-/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:177 "guard canDispatch, !shuttingDown else { return .none }" */
-/* [I_SPINNING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:189 "if self.spinning { return .none }" */
-/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:190 "if let first = self.popIdle() {" */
-/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:191 "self.wakeupsInFlight += 1" */
-/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:195 "if count < limit && count < wanted && !self.retryPending {" */
-/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:196 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
-/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:206 "self.starting -= 1" */
-/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:208 "self.threads.append(thread)" */
-/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:219 "self.starting -= 1" */
-/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:221 "self.retryPending = true" */
-/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:235 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:242 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
-/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:243 "self.retryPending = false" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:259 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:266 "self.spinning = false" */
-/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:272 "self.parked += 1" */
-/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:284 "self.parked -= 1" */
-/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:290 "self.wakeupsInFlight -= 1" */
-/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:285 "if parker.inIdleLine {" */
-/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:286 "self.removeFromIdle(parker)" */
-/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:273 "parker.inIdleLine = true" */
-/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:306 "self.removeFromIdle(first)" */
-/* [I_HSPIN]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:347 "if self.spinning { word |= IdleHints.spinningBit }" */
-/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:348 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:349 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:355 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:356 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:357 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:186 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_COMING]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:198 "if self.takerComing(inFlightBelow: inFlightBelow) { return .none }" */
+/* [I_TAKERCOMING]   PIN Sources/Spindle/Queue/State/IdleWorkers.swift:214 "func takerComing(inFlightBelow: Int = 1) -> Bool { self.spinning || self.wakeupsInFlight >= inFlightBelow }" */
+/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:199 "if let first = self.popIdle() {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:200 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:204 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:205 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:220 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:222 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:233 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:235 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:249 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:256 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
+/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:257 "self.retryPending = false" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:273 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:280 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:286 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:298 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:304 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:299 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:300 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:287 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:320 "self.removeFromIdle(first)" */
+/* [I_HCOMING]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:361 "if self.takerComing() { word |= IdleHints.takerComingBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:362 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:363 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:369 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:370 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:371 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
 /* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
 /* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
 /* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
 /* [C_PARKFAULT]   PIN CShim/shim.c:114 "int fault = cshim_fault(CSHIM_FAULT_PARK);" */
 /* [C_UNPARK]      PIN CShim/shim.c:132 "if (__atomic_exchange_n(&parker->state, CSHIM_PARKER_NOTIFIED, __ATOMIC_RELEASE) == CSHIM_PARKER_PARKED)" */
-/* [H_INIT]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:24 "private let word = Atomic<UInt8>(IdleHints.canSpawnBit)" */
-/* [H_STORE]         PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:31 "self.word.store(value, ordering: .sequentiallyConsistent)" */
-/* [H_LOAD]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:39 "let value = self.word.load(ordering: .sequentiallyConsistent)" */
-/* [H_TEST]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:40 "return value & IdleHints.spinningBit == 0 && value & (IdleHints.parkedBit | IdleHints.canSpawnBit) != 0" */
+/* [H_INIT]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:27 "private let word = Atomic<UInt8>(IdleHints.canSpawnBit)" */
+/* [H_STORE]         PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:34 "self.word.store(value, ordering: .sequentiallyConsistent)" */
+/* [H_LOAD]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:42 "let value = self.word.load(ordering: .sequentiallyConsistent)" */
+/* [H_TEST]          PIN Sources/Spindle/Queue/FastPath/IdleHints.swift:43 "return value & IdleHints.takerComingBit == 0 && value & (IdleHints.parkedBit | IdleHints.canSpawnBit) != 0" */
 /* [IB_CAS]          PIN Sources/Spindle/Queue/FastPath/Inbox.swift:45 "let (done, seen) = self.head.compareExchange(" */
 /* [IB_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Inbox.swift:63 "var isEmpty: Bool { self.head.load(ordering: .sequentiallyConsistent) & ~Inbox.closedBit == 0 }" */
 /* [IB_TAKEALL]      PIN Sources/Spindle/Queue/FastPath/Inbox.swift:72 "Inbox.reversed(self.head.exchange(self.head.load(ordering: .relaxed) & Inbox.closedBit," */
@@ -303,7 +312,7 @@
 #define ISSIG(a) ((a) >= SIG0)
 
 /* The hint word's bits (IdleHints). */
-#define SPINNING_BIT 1
+#define COMING_BIT   1                          /* takerComingBit: a worker spins, or a woken one is on its way */
 #define PARKED_BIT   2
 #define CANSPAWN_BIT 4
 
@@ -351,15 +360,15 @@ byte timerFails = 0;                        /* timer inserts failed (-DTIMER_CAN
 
 #define THREADCOUNT (threads + starting)
 #define CANDISPATCH (nready > 0 && running < limit)              /* [SL_CANDISPATCH] (never suspended) */
-/* [Q_PUBLISH] IdleWorkers.hintWord: [I_HSPIN] [I_HPARKED] [I_HCANSPAWN] */
+/* [Q_PUBLISH] IdleWorkers.hintWord: [I_HCOMING] [I_HPARKED] [I_HCANSPAWN] */
 #define INLINE (inLine[0] + (LIMIT == 2 -> inLine[LIMIT - 1] : 0))   /* idle.idleCount */
-#define HINTW ((spinning -> SPINNING_BIT : 0) | (INLINE > 0 -> PARKED_BIT : 0) | \
+#define HINTW (((spinning || wakeups > 0) -> COMING_BIT : 0) | (INLINE > 0 -> PARKED_BIT : 0) | \
                ((THREADCOUNT < limit && !retryPending) -> CANSPAWN_BIT : 0))
 #ifdef BROKEN_NO_WAKE_AFTER_PUSH
 /* The adder ignores the parked bit: it takes the lock only when a thread may be started. */
-#define NEEDS_WAKE ((hint & SPINNING_BIT) == 0 && (hint & CANSPAWN_BIT) != 0)
+#define NEEDS_WAKE ((hint & COMING_BIT) == 0 && (hint & CANSPAWN_BIT) != 0)
 #else
-#define NEEDS_WAKE ((hint & SPINNING_BIT) == 0 && (hint & (PARKED_BIT | CANSPAWN_BIT)) != 0)   /* [H_TEST] */
+#define NEEDS_WAKE ((hint & COMING_BIT) == 0 && (hint & (PARKED_BIT | CANSPAWN_BIT)) != 0)   /* [H_TEST] */
 #endif
 /* Progress: every operation added has been taken, unless every slot is held by one that never finishes. */
 #ifdef TIMER_CAN_FAIL
@@ -401,16 +410,19 @@ inline drainInbox() {
     fi
 }
 
-/* IdleWorkers.wakeOrSpawn, called by wakeOrSpawnLocked ([D_CALL]); wanted = running + ready.count. */
-inline wakeOrSpawn(a) {
+/* IdleWorkers.wakeOrSpawn, called by wakeOrSpawnLocked ([D_CALL]); wanted = running + ready.count. The hand-off
+ * rule ([I_COMING] [I_TAKERCOMING]): nothing while a worker spins or `below` or more woken workers are on their way
+ * (below: 1 for one event's operation, the room for a batch). */
+#define TAKER_COMING(below) (spinning || wakeups >= (below))
+inline wakeOrSpawn(a, below) {
     if
-    :: CANDISPATCH && !spinning && inLine[0] ->              /* [I_GUARD] [I_SPINNING] [I_PARKEDQ] */
+    :: CANDISPATCH && !TAKER_COMING(below) && inLine[0] ->   /* [I_GUARD] [I_COMING] [I_PARKEDQ] */
         inLine[0] = false; wakeups++; a = SIG0               /* [I_POP] [I_SIGNAL] */
 #if LIMIT == 2
-    :: CANDISPATCH && !spinning && inLine[1] ->
+    :: CANDISPATCH && !TAKER_COMING(below) && inLine[1] ->
         inLine[1] = false; wakeups++; a = SIG0 + 1
 #endif
-    :: CANDISPATCH && !spinning && INLINE == 0 && THREADCOUNT < limit && THREADCOUNT < running + nready && !retryPending ->
+    :: CANDISPATCH && !TAKER_COMING(below) && INLINE == 0 && THREADCOUNT < limit && THREADCOUNT < running + nready && !retryPending ->
         /* [I_SPAWNQ] */
         starting++; a = SPAWN                                /* [I_RESERVE] */
     :: else -> a = NONE
@@ -421,11 +433,11 @@ inline wakeOrSpawn(a) {
  * operation that may start, stopping at the first .none ([C_NONE]). Each decision that acts publishes
  * ([D_PUBLISH] [H_STORE]): a step of its own, so an adder may read the word between two decisions. */
 inline collect(sigs, nspawn) {
-    atomic { room = (nready < limit - running -> nready : limit - running) }  /* [SL_ROOM] */
+    atomic { room = (nready < limit - running -> nready : limit - running); below = room }  /* [SL_ROOM] */
     do
     :: atomic {
         room > 0 ->
-        wakeOrSpawn(act2);
+        wakeOrSpawn(act2, below);                            /* [C_EACH]: inFlightBelow: the room */
         if
         :: act2 == NONE -> room = 0
         :: ISSIG(act2) -> sigs = sigs | (1 << (act2 - SIG0)); room--; hint = HINTW
@@ -525,7 +537,7 @@ inline perform(a) {
  * held throughout, cut after each access to the inbox or the hint word (A1). Every path that goes back to the
  * loop head ends with the head's drain ([W_LOOP] [W_DRAIN]) in its last locked step. */
 proctype worker(byte me) {
-    byte act = NONE, act2 = NONE, room = 0, fsig = 0, fspawn = 0, op = 0;
+    byte act = NONE, act2 = NONE, room = 0, below = 0, fsig = 0, fspawn = 0, op = 0;
     bool maySpin = true, fin = false, drops = false, waits = false, forever = false;
 
     atomic { !mtx -> mtx = true; drainInbox(); inv() };       /* [W_LOCK] [W_LOOP] [W_DRAIN] */
@@ -544,7 +556,11 @@ proctype worker(byte me) {
         :: forever = true; stuck++
 #endif
         fi;
-        wakeOrSpawn(act);                                    /* [W_CHAIN] */
+#ifdef BROKEN_NO_HANDOFF_CHAIN
+        act = NONE;                                          /* the woken worker does not decide the next wake */
+#else
+        wakeOrSpawn(act, 1);                                 /* [W_CHAIN] */
+#endif
         if :: act != NONE -> hint = HINTW :: else -> skip fi;   /* [D_PUBLISH] */
         inv();
         maySpin = true; fin = false; op = 0;                 /* [W_GOTWORK]; fin: [W_PERFORM]'s releases */
@@ -638,7 +654,7 @@ end_park:   if
 /* ---------------------------------------------------------------------------------------------------------
  * adder(first, n): n calls of addOperation (the lock-free hot path, pushClaimed), operations first..first+n-1. */
 proctype adder(byte first; byte n) {
-    byte i = 0, act = NONE, act2 = NONE, room = 0, fsig = 0, fspawn = 0;
+    byte i = 0, act = NONE, act2 = NONE, room = 0, below = 0, fsig = 0, fspawn = 0;
     do
     :: i < n ->
         atomic { assert(opst[first + i] == O_NEW); opst[first + i] = O_INBOX; nin++; added++; i++ };  /* [A_PUSH] [IB_CAS] */
@@ -646,7 +662,7 @@ proctype adder(byte first; byte n) {
         :: NEEDS_WAKE ->                                     /* [A_NEEDS] [H_LOAD] */
             atomic { !mtx -> mtx = true; drainInbox(); inv() };                 /* [A_LOCK] [Q_LOCKADMIT] */
             atomic {
-                wakeOrSpawn(act);                            /* [A_DECIDE] */
+                wakeOrSpawn(act, 1);                         /* [A_DECIDE] */
                 if :: act != NONE -> hint = HINTW :: else -> skip fi;           /* [D_PUBLISH] */
                 inv();
                 mtx = false                                  /* [A_UNLOCK] */
@@ -662,7 +678,7 @@ proctype adder(byte first; byte n) {
  * timer(): the process timer's thread, as far as this queue goes: fires each scheduled SpawnRetry, at any time
  * after it was inserted (A5). */
 proctype timer() {
-    byte act = NONE, act2 = NONE, room = 0, fsig = 0, fspawn = 0, nsig = 0, nspawn = 0;
+    byte act = NONE, act2 = NONE, room = 0, below = 0, fsig = 0, fspawn = 0, nsig = 0, nspawn = 0;
 end_idle:
     do
     :: atomic {
@@ -702,7 +718,7 @@ active proctype quiescence() {
 /* ---------------------------------------------------------------------------------------------------------
  * widener(): one call of setMaxConcurrentOperationCount raising the width from 1 to LIMIT (-DRAISE_WIDTH). */
 proctype widener() {
-    byte act2 = NONE, room = 0, nsig = 0, nspawn = 0, fsig = 0, fspawn = 0;
+    byte act2 = NONE, room = 0, below = 0, nsig = 0, nspawn = 0, fsig = 0, fspawn = 0;
     atomic { !mtx -> mtx = true; drainInbox(); inv() };      /* [WD_ADMIT] lockAndAdmit: lock, drain */
     atomic { limit = LIMIT; hint = HINTW; inv() };           /* [WD_SET] [WD_PUBLISH] */
 #ifndef BROKEN_WIDTH_DRAIN_BEFORE_PUBLISH

@@ -10,12 +10,15 @@ extension QueueCore {
     // MARK: - The wake decision
 
     /// Decides how to get one more operation running: wake a parked worker, start a thread, or nothing (also when
-    /// a worker is spinning: it will take the work). Caller holds `lock`.
+    /// a worker spins or a woken one is on its way: it will take the work, and decide again for what is left; see
+    /// `IdleWorkers.wakeOrSpawn`, the hand-off rule). `inFlightBelow`: 1 for one event's operation, more for a
+    /// batch. Caller holds `lock`.
     @inline(__always)
-    func wakeOrSpawnLocked() -> WakeAction {
+    func wakeOrSpawnLocked(inFlightBelow: Int = 1) -> WakeAction {
         let action = self.idle.wakeOrSpawn(
             canDispatch: self.canDispatchLocked, shuttingDown: self.shuttingDown,
-            wanted: self.slots.running + self.ready.count, limit: self.slots.limit, running: self.slots.running)
+            wanted: self.slots.running + self.ready.count, limit: self.slots.limit, running: self.slots.running,
+            inFlightBelow: inFlightBelow)
         if action != .none {
             if case .signal(let parker) = action { parker.signalledAt = cshim_clock_monotonic_ns() }
             self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start
@@ -23,13 +26,13 @@ extension QueueCore {
         return action
     }
 
-    /// Wake or spawn as many workers as there are operations that could start now. Caller holds `lock`.
-    /// Allocates nothing.
+    /// Wake or spawn as many workers as there are operations that could start now, counting those already on
+    /// their way. Caller holds `lock`. Allocates nothing.
     func collectWakeActionsLocked() -> IdleWorkers.WakePlan {
         var plan = IdleWorkers.WakePlan()
         let room = self.slots.room(ready: self.ready.count)
         for _ in 0..<room {
-            let action = self.wakeOrSpawnLocked()
+            let action = self.wakeOrSpawnLocked(inFlightBelow: room)
             if action == .none { break }
             plan.add(action)
         }

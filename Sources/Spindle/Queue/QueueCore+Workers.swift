@@ -11,7 +11,10 @@ import CShim
 ///   spinner takes the work and wakes the next worker itself if more is ready. It always looks again under the
 ///   lock before parking, so no push is missed. At light load the policy is COLD and workers park at once;
 /// - PARKED (`idle.parked`): asleep on its own `ThreadParker`, in `idle`'s idle line until a wake decision takes
-///   it (first parked, first woken); `idle.wakeupsInFlight` counts the ones taken and not yet back.
+///   it (first parked, first woken); `idle.wakeupsInFlight` counts the ones taken and not yet back. While one is
+///   on its way, an event's operation wakes nobody else either: the woken worker takes an operation and, in the
+///   same locked step, wakes the next one if more is ready (`IdleWorkers.wakeOrSpawn`, the hand-off rule). So a
+///   burst's wakes are chained by the workers, one at a time, not all sent by the adding thread.
 /// A worker with nothing runnable first takes back other workers' unclaimed reservations, if a slot is free.
 /// BUSY → SPINNING (nothing runnable, the policy says spin, nobody else spins, and it did not spin yet in this idle
 /// spell or since its last wakeup) → BUSY (work arrived) or PARKED (window spent, still nothing) → BUSY

@@ -46,7 +46,9 @@ import Testing
     @Test func aFailedStartHandsWorkToParkedWorkersAndHoldsBackSpawnsUntilTheRetry() {
         var (idle, w) = self.pool(started: 1, parked: 1)
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .signal(w[0]))
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .spawn(1))
+        // A batch of two (one event's operation would wait for the woken worker to decide: the hand-off rule).
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4, inFlightBelow: 2)
+            == .spawn(1))
         _ = idle.threadFailedToStart()
         // Adders are told no thread may be added (they leave the work in the inbox for the retry) ...
         #expect(idle.hintWord(limit: 4) & IdleHints.canSpawnBit == 0)
@@ -57,7 +59,8 @@ import Testing
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .signal(w[0]))
         idle.retryStarted()  // the retry runs: events start threads again
         #expect(idle.hintWord(limit: 4) & IdleHints.canSpawnBit != 0)
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4) == .spawn(1))
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4, inFlightBelow: 2)
+            == .spawn(1))
         #expect(idle.check())
     }
 
@@ -116,12 +119,14 @@ import Testing
         #expect(idle.spawnFailures == 0 && !idle.retryPending && idle.check())
     }
 
-    @Test func twoParkedAndThreeRunnableWakeBothInTheOrderTheyParkedThenStartAThread() {
+    @Test func aBatchOfThreeWakesBothParkedInTheOrderTheyParkedThenStartsAThread() {
         var (idle, w) = self.pool(started: 2)
         idle.parking(w[1])
         idle.parking(w[0])
         var actions: [Action] = []
-        for _ in 0..<3 { actions.append(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4)) }
+        for _ in 0..<3 {
+            actions.append(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 4, inFlightBelow: 3))
+        }
         #expect(actions == [.signal(w[1]), .signal(w[0]), .spawn(2)])
         #expect(idle.wakeupsInFlight == 2 && idle.idleCount == 0 && idle.check())
         // Both woken workers come back: each was signalled.
@@ -174,16 +179,19 @@ import Testing
         let back101 = idle.unparked(w[1])
         #expect(!back101)  // its park returned without a wake decision
         #expect(idle.parked == 2 && idle.idleCount == 2 && idle.check())
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .signal(w[0]))
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .signal(w[2]))
-        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .none)
+        for expected: Action in [.signal(w[0]), .signal(w[2]), .none] {  // a batch of three
+            #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3, inFlightBelow: 3)
+                == expected)
+        }
         // The last of the line leaving on its own (a spurious return) relinks the end: a later park joins after it.
         var (other, v) = self.pool(started: 2, parked: 2)
         let back5 = other.unparked(v[1])
         #expect(!back5)
         other.parking(v[1])
-        #expect(other.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 2) == .signal(v[0]))
-        #expect(other.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 2) == .signal(v[1]))
+        #expect(other.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 2, inFlightBelow: 2)
+            == .signal(v[0]))
+        #expect(other.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 2, inFlightBelow: 2)
+            == .signal(v[1]))
         #expect(other.check())
     }
 
@@ -229,24 +237,66 @@ import Testing
         #expect(plan.poolServes == 2 && !plan.isEmpty)
     }
 
-    @Test func theHintWordSaysSpinningUnsignalledParkedAndRoomForAThread() {
+    @Test func theHintWordSaysTakerComingUnsignalledParkedAndRoomForAThread() {
         var idle = IdleWorkers(servedByRunLoop: false)
         #expect(idle.hintWord(limit: 2) == IdleHints.canSpawnBit)
         var w: [ThreadParker]
         (idle, w) = self.pool(started: 2, parked: 1)
         #expect(idle.hintWord(limit: 2) == IdleHints.parkedBit)
         #expect(idle.hintWord(limit: 3) == IdleHints.parkedBit | IdleHints.canSpawnBit)
-        // Once the parked worker has a signal on its way, adds need not take the lock.
+        // Once the parked worker has a signal on its way, adds need not take the lock: a taker is coming.
         #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 3, limit: 2) == .signal(w[0]))
-        #expect(idle.hintWord(limit: 2) == 0)
+        #expect(idle.hintWord(limit: 2) == IdleHints.takerComingBit)
+        #expect(idle.hintWord(limit: 3) == IdleHints.takerComingBit | IdleHints.canSpawnBit)
+        let back = idle.unparked(w[0])
+        #expect(back && idle.hintWord(limit: 2) == 0)
         let began = idle.beginSpin()
-        #expect(began && idle.hintWord(limit: 2) == IdleHints.spinningBit)
+        #expect(began && idle.hintWord(limit: 2) == IdleHints.takerComingBit)
+    }
+
+    @Test func oneEventsOperationWakesNobodyWhileAWokenWorkerIsOnItsWayWhichThenWakesTheNext() {
+        var (idle, w) = self.pool(started: 3, parked: 3)
+        // A burst's first add wakes the first worker in the line; the next adds wake nobody (and take no lock).
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .signal(w[0]))
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .none)
+        #expect(idle.hintWord(limit: 3) & IdleHints.takerComingBit != 0 && idle.idleCount == 2)
+        // It arrives, takes an operation and decides for what is left: the next worker in the line.
+        let back0 = idle.unparked(w[0])
+        #expect(back0 && idle.hintWord(limit: 3) == IdleHints.parkedBit)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .signal(w[1]))
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 3) == .none)
+        // Nothing left when that one arrives: the chain ends and the third stays parked.
+        let back1 = idle.unparked(w[1])
+        #expect(back1)
+        #expect(idle.wakeOrSpawn(canDispatch: false, shuttingDown: false, wanted: 2, limit: 3) == .none)
+        #expect(idle.idleCount == 1 && idle.wakeupsInFlight == 0 && idle.check())
+        // The rule also holds back a start: a thread is started only once nobody is on the way.
+        var (fresh, v) = self.pool(started: 1, parked: 1)
+        #expect(fresh.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 4, limit: 4) == .signal(v[0]))
+        #expect(fresh.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 4, limit: 4) == .none)
+        let backV = fresh.unparked(v[0])
+        #expect(backV)
+        #expect(fresh.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 4, limit: 4) == .spawn(1))
+    }
+
+    @Test func aBatchWakesAsManyAsCanStartCountingThoseAlreadyOnTheirWay() {
+        var (idle, w) = self.pool(started: 4, parked: 4)
+        #expect(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 4) == .signal(w[0]))
+        // Three operations can start now and one woken worker is on its way: two more wakes, then none.
+        var actions: [Action] = []
+        for _ in 0..<3 {
+            actions.append(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 4, inFlightBelow: 3))
+        }
+        #expect(actions == [.signal(w[1]), .signal(w[2]), .none])
+        #expect(idle.wakeupsInFlight == 3 && idle.idleCount == 1 && idle.check())
     }
 
     @Test func aWakePlanChainsSignalsAndCountsConsecutiveSpawns() {
         var (idle, w) = self.pool(started: 2, parked: 2)
         var plan = IdleWorkers.WakePlan()
-        for _ in 0..<5 { plan.add(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 8, limit: 5)) }
+        for _ in 0..<5 {
+            plan.add(idle.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 8, limit: 5, inFlightBelow: 5))
+        }
         #expect(plan.signals == 2 && plan.firstSignal === w[0] && w[0].nextToWake === w[1] && w[1].nextToWake == nil)
         #expect(plan.firstSpawn == 2 && plan.spawns == 3 && !plan.performOnRunLoop)
         plan.unparkAll()

@@ -105,7 +105,8 @@ import Testing
                 // The wake decision for what could start now; a spawn is started or fails at once.
                 let action = model.idle.wakeOrSpawn(
                     canDispatch: model.slots.canDispatch(ready: model.readyCount), shuttingDown: false,
-                    wanted: model.slots.running + model.readyCount, limit: model.slots.limit)
+                    wanted: model.slots.running + model.readyCount, limit: model.slots.limit,
+                    inFlightBelow: 1 + rng.below(3))  // one event's operation, or a batch
                 if case .spawn(let index) = action {
                     if index >= threads || rng.below(10) == 0 {
                         _ = model.idle.threadFailedToStart()

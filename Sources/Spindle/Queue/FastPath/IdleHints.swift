@@ -12,12 +12,15 @@ import Synchronization
 /// at least one sees the other):
 /// - an adding thread's inbox push (a compare-and-swap) then `needsWakeAfterPush()`, against
 /// - a worker's `publish` of the parked bit then its load of the inbox before it waits, and
-/// - a worker's `publish` that clears the spinning bit, then its load of the inbox (`drainInboxLocked`).
-/// So either the worker sees the pushed operation, or the adder sees the worker parked (or no longer spinning)
-/// and wakes it. A stale "spinning" only delays the adder's wake to the spinner's own re-check; a stale "parked"
-/// or "can spawn" only costs the adder a look under the lock.
+/// - a worker's `publish` that clears the taker-coming bit (it stopped spinning, or it was the last woken worker on
+///   its way and is back under the lock), then its load of the inbox (`drainInboxLocked`, at the top of its loop).
+/// So either the worker sees the pushed operation, or the adder sees the worker parked (or no longer coming)
+/// and wakes it. A stale "taker coming" only delays the adder's wake to that worker's own look at the inbox (which
+/// then decides the next wake, see `IdleWorkers.wakeOrSpawn`); a stale "parked" or "can spawn" only costs the adder a
+/// look under the lock.
 struct IdleHints: ~Copyable {
-    static let spinningBit: UInt8 = 1
+    /// A worker will see new work without being woken: one spins, or a woken one is on its way.
+    static let takerComingBit: UInt8 = 1
     static let parkedBit: UInt8 = 2
     static let canSpawnBit: UInt8 = 4
 
@@ -31,13 +34,13 @@ struct IdleHints: ~Copyable {
         self.word.store(value, ordering: .sequentiallyConsistent)
     }
 
-    /// After an inbox push: whether someone must be woken or a thread started. Not while a worker spins (it will
-    /// see the inbox), nor when every worker is busy and no thread may be added (each comes back to the lock and
-    /// admits the inbox before it can park).
+    /// After an inbox push: whether someone must be woken or a thread started. Not while a worker spins or a woken
+    /// one is on its way (it will see the inbox), nor when every worker is busy and no thread may be added (each
+    /// comes back to the lock and admits the inbox before it can park).
     @inline(__always)
     func needsWakeAfterPush() -> Bool {
         let value = self.word.load(ordering: .sequentiallyConsistent)
-        return value & IdleHints.spinningBit == 0 && value & (IdleHints.parkedBit | IdleHints.canSpawnBit) != 0
+        return value & IdleHints.takerComingBit == 0 && value & (IdleHints.parkedBit | IdleHints.canSpawnBit) != 0
     }
 }
 

@@ -16,7 +16,9 @@
 ///   Waking the one that parked last (LIFO, tokio's and Go's choice, for a warm cache) measured slower on this
 ///   2-vCPU machine (submit→run→signal round trip, same waiter: 30–39 µs LIFO against 14–19 µs FIFO, with far
 ///   fewer CPU migrations; `BENCHMARKS.md`);
-/// - `spinning`: a worker is polling for work without the lock (at most one);
+/// - `spinning`: a worker is polling for work without the lock (at most one). While one spins, or while a woken
+///   worker is on its way (`wakeupsInFlight > 0`), a decision for one operation wakes nobody: that worker takes
+///   the work and decides the next wake itself (`wakeOrSpawn`'s hand-off rule);
 /// - `servesPending`: for a queue served by a run loop or a thread pool (`server`), the requests to serve it that
 ///   were sent and have not begun (`serveBegan`): at most one perform on a run loop; on a pool, at most as many as
 ///   operations could start now (`min(ready, limit - running)`), so every request finds work unless a taker came
@@ -168,12 +170,19 @@ struct IdleWorkers {
 
     /// The wake decision for one operation that could start now (`canDispatch`: ready work, a free slot, not
     /// suspended). `wanted`: operations running or ready (more threads than that would idle); `limit`: the width.
-    /// Nobody is woken while a worker spins (it takes the work, and wakes the next worker itself if more is ready).
     /// `running`: operations holding a slot (a pool-served queue sends at most one request per operation that
     /// could start now, `min(wanted, limit) - running`).
-    mutating func wakeOrSpawn(canDispatch: Bool, shuttingDown: Bool, wanted: Int, limit: Int, running: Int = 0)
-        -> WakeAction
-    {
+    ///
+    /// The hand-off rule (own threads): nobody is woken or started while a worker spins, or while `inFlightBelow`
+    /// or more woken workers are still on their way (`wakeupsInFlight`). That worker takes the work, and when it
+    /// takes an operation it makes this decision again for what is left (`QueueCore.runNextUnlocking`), so the
+    /// wakes of a burst chain from worker to worker instead of all coming from the adding thread: one at a time,
+    /// and only as long as work is left when each woken worker arrives. One event's operation passes 1 (the
+    /// default); a batch decision (`QueueCore.collectWakeActionsLocked`) passes the operations that can start now,
+    /// and wakes that many at once.
+    mutating func wakeOrSpawn(
+        canDispatch: Bool, shuttingDown: Bool, wanted: Int, limit: Int, running: Int = 0, inFlightBelow: Int = 1
+    ) -> WakeAction {
         guard canDispatch, !shuttingDown else { return .none }
         switch self.server {
         case .ownThreads: break
@@ -186,7 +195,7 @@ struct IdleWorkers {
             self.servesPending += 1
             return .serveOnPool
         }
-        if self.spinning { return .none }
+        if self.takerComing(inFlightBelow: inFlightBelow) { return .none }
         if let first = self.popIdle() {
             self.wakeupsInFlight += 1
             return .signal(first)
@@ -198,6 +207,11 @@ struct IdleWorkers {
         }
         return .none
     }
+
+    /// A worker will see new work without being woken: one spins, or at least `inFlightBelow` woken ones are on
+    /// their way.
+    @inline(__always)
+    func takerComing(inFlightBelow: Int = 1) -> Bool { self.spinning || self.wakeupsInFlight >= inFlightBelow }
 
     /// A thread from `.spawn` is running (it fills its reserved place). Returns the failures in a row that it
     /// ends (0 if the last start did not fail), for the caller to report.
@@ -338,13 +352,13 @@ struct IdleWorkers {
     /// The serving run loop ran the scheduled perform.
     mutating func performRan() { self.serveBegan() }
 
-    /// The lock-free summary for adding threads (see `IdleHints`): whether a worker spins, whether a parked worker
-    /// is still unsignalled (once every parked worker has a signal on its way, an add need not take the lock: the
-    /// woken workers admit the inbox before they can park again), and whether a thread may be started under
-    /// `limit`.
+    /// The lock-free summary for adding threads (see `IdleHints`): whether a worker will see new work unwoken
+    /// (`takerComing`: one spins or a woken one is on its way; an add then need not take the lock, as the wake
+    /// decision would be "nothing"), whether a parked worker is still unsignalled, and whether a thread may be
+    /// started under `limit`.
     func hintWord(limit: Int) -> UInt8 {
         var word: UInt8 = 0
-        if self.spinning { word |= IdleHints.spinningBit }
+        if self.takerComing() { word |= IdleHints.takerComingBit }
         if self.idleFirst != nil { word |= IdleHints.parkedBit }
         if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }
         return word
