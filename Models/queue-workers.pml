@@ -67,7 +67,7 @@
  *      inbox's order (newest-first stack, admitted oldest first) is left out.
  *   A8 Bounds (defaults): ADDERS 2 (OPS0 2 + OPS1 1 = 3 operations), LIMIT 2, MAXFAIL 2, MAXSPUR 2; the search
  *      depth stays under 500. Override with -D (ADDERS and LIMIT 1 or 2).
- *      10,869,710 states for the safety run and 15,536,287 for the progress run (3,394,374 and 5,003,650 before
+ *      10,325,851 states for the safety run and 16,019,183 for the progress run (3,394,374 and 5,003,650 before
  *      the hand-off rule).
  *
  * PROPERTIES
@@ -76,6 +76,7 @@
  *        (IdleWorkers.check), running <= limit, threads + starting <= limit; no counter goes below zero (each
  *        decrement asserts its precondition, as the Swift code does; a byte that wrapped would also fail the
  *        upper bounds).
+ *     S3 a worker joining the idle line holds no notification (no stale one was left by an earlier pop).
  *     S2 no operation runs twice: a worker takes only a ready operation and marks it taken, and every
  *        operation added is in exactly one place (inbox + ready + taken == added).
  *     P1 "a free slot runs a ready operation even if the others never finish", at quiescence (`timeout`: all
@@ -130,6 +131,11 @@
  *   -DBROKEN_NO_HANDOFF_CHAIN       the woken worker does not decide the next wake when it takes an operation
  *                                   ([W_CHAIN] missing): under the hand-off rule the adds made while it was on its
  *                                   way woke nobody, so their operations are stranded with a worker parked.
+ *   -DBROKEN_STALE_NOTIFICATION     a worker popped by a wake decision whose park returned spuriously does not
+ *                                   take the notification its waker then sends ([W_ABSORB] missing): the next
+ *                                   park returns on that stale one, and (in Swift) a later decision can rewrite the
+ *                                   worker's nextToWake link while the first waker still reads it, losing a wake.
+ *                                   Caught by S3 (safety run only).
  *   -DBROKEN_SPURIOUS_COUNTS_AS_SIGNAL  every return from a park is taken as a wakeup decided for the worker
  *                                   ([I_NOTPOPPED] missing): a spurious return consumes a wakeup that is not
  *                                   its own (safety run only: wakeupsInFlight goes below zero; the progress run
@@ -148,9 +154,9 @@
 /* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:96 "worker.gotWork()" */
 /* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:101 "let deferredFinish = self.runOnWorker(op, context)" */
 /* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:111 "self.lock.lock()" */
-/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:181 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
-/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:182 "after.addFinished(op)" */
-/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "after.outstandingDrops += 1" */
+/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:189 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
+/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:190 "after.addFinished(op)" */
+/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:191 "after.outstandingDrops += 1" */
 /* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:57 "if !worker.pending.hasNoReleases {" */
 /* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:59 "self.perform(&worker.pending, keepingDropsBelow: .max)" */
 /* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:60 "self.lock.lock()" */
@@ -167,26 +173,31 @@
 /* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:68 "if worker.pending.outstandingDrops > 0 {" */
 /* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:72 "self.perform(&worker.pending)" */
 /* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:73 "self.lock.lock()" */
-/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:150 "self.idle.parking(parker)" */
-/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:151 "self.publishIdleLocked()" */
-/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:152 "if self.inbox.isEmpty {" */
-/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:153 "self.lock.unlock()" */
-/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:154 "parker.park()" */
-/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:155 "self.lock.lock()" */
-/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:157 "let signalled = self.idle.unparked(parker)" */
-/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:158 "self.publishIdleLocked()" */
-/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:159 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
+/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:152 "self.idle.parking(parker)" */
+/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:153 "self.publishIdleLocked()" */
+/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:155 "if self.inbox.isEmpty {" */
+/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:156 "self.lock.unlock()" */
+/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:157 "notified = parker.park()" */
+/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:158 "self.lock.lock()" */
+/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:160 "let signalled = self.idle.unparked(parker)" */
+/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "self.publishIdleLocked()" */
+/* [W_NOTIFIEDQ]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:154 "var notified = true" */
+/* [W_ABSORBQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:162 "if signalled && !notified {" */
+/* [W_ABSORBUNLOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:163 "self.lock.unlock()" */
+/* [W_ABSORB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:164 "while !parker.park() {}  // the waker unparks after its unlock: soon" */
+/* [W_ABSORBRELOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:165 "self.lock.lock()" */
+/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:167 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
 /* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:18 "let action = self.idle.wakeOrSpawn(" */
 /* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:24 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "let room = self.slots.room(ready: self.ready.count)" */
 /* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:35 "let action = self.wakeOrSpawnLocked(inFlightBelow: room)" */
 /* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:36 "if action == .none { break }" */
-/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:124 "parker.unpark()" */
+/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:125 "parker.unpark()" */
 /* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:103 "plan.unparkAll()" */
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:193 "let link = self.ready.popHighest()!" */
-/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:194 "self.stats.noteRunning(self.slots.take())" */
+/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:201 "let link = self.ready.popHighest()!" */
+/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:202 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "override func fire() { self.core.retrySpawn() }" */
 /* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
 /* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:58 "return self.threadFailedToStart(error)" */
@@ -212,35 +223,35 @@
 /* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:229 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
 /* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "self.publishIdleLocked()  // 5. the places just reserved" */
 /* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:125 "self.perform(self.spawnRetried())" */
-/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:186 "guard canDispatch, !shuttingDown else { return .none }" */
-/* [I_COMING]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:198 "if self.takerComing(inFlightBelow: inFlightBelow) { return .none }" */
-/* [I_TAKERCOMING]   PIN Sources/Spindle/Queue/State/IdleWorkers.swift:214 "func takerComing(inFlightBelow: Int = 1) -> Bool { self.spinning || self.wakeupsInFlight >= inFlightBelow }" */
-/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:199 "if let first = self.popIdle() {" */
-/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:200 "self.wakeupsInFlight += 1" */
-/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:204 "if count < limit && count < wanted && !self.retryPending {" */
-/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:205 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
-/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:220 "self.starting -= 1" */
-/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:222 "self.threads.append(thread)" */
-/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:233 "self.starting -= 1" */
-/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:235 "self.retryPending = true" */
-/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:249 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:256 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
-/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:257 "self.retryPending = false" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:273 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:280 "self.spinning = false" */
-/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:286 "self.parked += 1" */
-/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:298 "self.parked -= 1" */
-/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:304 "self.wakeupsInFlight -= 1" */
-/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:299 "if parker.inIdleLine {" */
-/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:300 "self.removeFromIdle(parker)" */
-/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:287 "parker.inIdleLine = true" */
-/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:320 "self.removeFromIdle(first)" */
-/* [I_HCOMING]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:361 "if self.takerComing() { word |= IdleHints.takerComingBit }" */
-/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:362 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:363 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:369 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:370 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:371 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:187 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_COMING]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:199 "if self.takerComing(inFlightBelow: inFlightBelow) { return .none }" */
+/* [I_TAKERCOMING]   PIN Sources/Spindle/Queue/State/IdleWorkers.swift:215 "func takerComing(inFlightBelow: Int = 1) -> Bool { self.spinning || self.wakeupsInFlight >= inFlightBelow }" */
+/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:200 "if let first = self.popIdle() {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:201 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:205 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:206 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:221 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:223 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:234 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:236 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:250 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:257 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
+/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:258 "self.retryPending = false" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:274 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:281 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:287 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:299 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:305 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:300 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:301 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:288 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:321 "self.removeFromIdle(first)" */
+/* [I_HCOMING]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:362 "if self.takerComing() { word |= IdleHints.takerComingBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:363 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:364 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:370 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:371 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:372 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
 /* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
 /* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
 /* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
@@ -538,7 +549,7 @@ inline perform(a) {
  * loop head ends with the head's drain ([W_LOOP] [W_DRAIN]) in its last locked step. */
 proctype worker(byte me) {
     byte act = NONE, act2 = NONE, room = 0, below = 0, fsig = 0, fspawn = 0, op = 0;
-    bool maySpin = true, fin = false, drops = false, waits = false, forever = false;
+    bool maySpin = true, fin = false, drops = false, waits = false, forever = false, notified = false, popped = false;
 
     atomic { !mtx -> mtx = true; drainInbox(); inv() };       /* [W_LOCK] [W_LOOP] [W_DRAIN] */
     do
@@ -599,7 +610,9 @@ end_busy:   false                                            /* [W_RUN] runs for
         atomic { drops = false; mtx = false };               /* [W_DROPSQ] [W_DROPOUT] unlocked */
         atomic { !mtx -> mtx = true; drainInbox(); inv() }   /* [W_DROPLOCK], continue: [W_DRAIN] */
     :: !CANDISPATCH && !fin && !drops ->                     /* no spin: PARKED */
-        atomic { parked++; inLine[me] = true; hint = HINTW; inv() };   /* [W_PARKING] [I_PARKING] [I_JOINLINE] [W_PARKPUB] */
+        atomic {
+            assert(!token[me]);                              /* S3: no stale notification when joining the line */
+            parked++; inLine[me] = true; hint = HINTW; inv() };   /* [W_PARKING] [I_PARKING] [I_JOINLINE] [W_PARKPUB] */
         atomic {
 #ifdef BROKEN_NO_RECHECK
             waits = true;                                    /* parks without looking at the inbox again */
@@ -619,21 +632,22 @@ end_busy:   false                                            /* [W_RUN] runs for
             atomic { asleep[me] = true };
 #endif
 end_park:   if
-            :: atomic { token[me] -> token[me] = false
+            :: atomic { token[me] -> token[me] = false; notified = true
 #ifdef BROKEN_WAKE_ONLY_SLEEPERS
                         ; asleep[me] = false
 #endif
                       }
-            :: atomic { spur < MAXSPUR -> spur++
+            :: atomic { spur < MAXSPUR -> spur++; notified = false
 #ifdef BROKEN_WAKE_ONLY_SLEEPERS
                         ; asleep[me] = false
 #endif
                       }
             fi;
             atomic { !mtx -> mtx = true }                    /* [W_PARKRELOCK] */
-        :: else -> skip
+        :: else -> notified = true                           /* [W_NOTIFIEDQ]: no park, nothing to take */
         fi;
         atomic {
+            popped = !inLine[me];
             assert(parked > 0); parked--;                    /* [W_UNPARKED] [I_UNPARK] */
 #ifdef BROKEN_SPURIOUS_COUNTS_AS_SIGNAL
             /* Every return from a park taken as a wakeup decided for this worker. */
@@ -647,7 +661,16 @@ end_park:   if
 #endif
             hint = HINTW; inv()                              /* [W_UNPARKPUB] */
         };
-        atomic { maySpin = true; waits = false; drainInbox(); inv() }   /* [W_WOKE], continue: [W_DRAIN] */
+#ifndef BROKEN_STALE_NOTIFICATION
+        if
+        :: popped && !notified ->                            /* [W_ABSORBQ]: popped, but the park was spurious */
+            atomic { mtx = false };                          /* [W_ABSORBUNLOCK] */
+            atomic { token[me] -> token[me] = false };       /* [W_ABSORB]: park until the waker's notification */
+            atomic { !mtx -> mtx = true }                    /* [W_ABSORBRELOCK] */
+        :: else -> skip
+        fi;
+#endif
+        atomic { maySpin = true; waits = false; notified = false; popped = false; drainInbox(); inv() }   /* [W_WOKE], continue: [W_DRAIN] */
     od
 }
 

@@ -143,19 +143,27 @@ extension QueueCore {
 
     /// PARKED (caller holds `lock`, released while asleep and retaken after): advertise, then look at the inbox once
     /// more (a push that missed the advertisement is seen here), then sleep until popped and unparked. A spurious
-    /// return finds itself still in the idle line, leaves it, and looks for work again.
+    /// return finds itself still in the idle line, leaves it, and looks for work again; one that finds itself popped
+    /// (a wake decision took it meanwhile) first takes the notification its waker is about to send, so the next park
+    /// does not return on a stale one (and the waker's `nextToWake` chain is not reused while the waker reads it).
     @inline(never)
     private func parkUnlocking(_ worker: inout WorkerState) {
         let parker = worker.parker
         self.idle.parking(parker)
         self.publishIdleLocked()
+        var notified = true
         if self.inbox.isEmpty {
             self.lock.unlock()
-            parker.park()
+            notified = parker.park()
             self.lock.lock()
         }
         let signalled = self.idle.unparked(parker)
         self.publishIdleLocked()
+        if signalled && !notified {
+            self.lock.unlock()
+            while !parker.park() {}  // the waker unparks after its unlock: soon
+            self.lock.lock()
+        }
         worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)
     }
 

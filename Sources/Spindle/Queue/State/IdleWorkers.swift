@@ -17,8 +17,9 @@
 ///   2-vCPU machine (submit→run→signal round trip, same waiter: 30–39 µs LIFO against 14–19 µs FIFO, with far
 ///   fewer CPU migrations; `BENCHMARKS.md`);
 /// - `spinning`: a worker is polling for work without the lock (at most one). While one spins, or while a woken
-///   worker is on its way (`wakeupsInFlight > 0`), a decision for one operation wakes nobody: that worker takes
-///   the work and decides the next wake itself (`wakeOrSpawn`'s hand-off rule);
+///   worker is on its way (`wakeupsInFlight > 0`), a decision for one event's operation wakes nobody: that worker
+///   takes the work and decides the next wake itself (`wakeOrSpawn`'s hand-off rule; a batch decision wakes while
+///   fewer than the operations it can start are on their way);
 /// - `servesPending`: for a queue served by a run loop or a thread pool (`server`), the requests to serve it that
 ///   were sent and have not begun (`serveBegan`): at most one perform on a run loop; on a pool, at most as many as
 ///   operations could start now (`min(ready, limit - running)`), so every request finds work unless a taker came

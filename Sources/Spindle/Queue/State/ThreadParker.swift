@@ -15,7 +15,9 @@ import CShim
 /// members through `nextParked` and `IdleWorkers.idleFirst`; whether this parker is in it; when a wake decision
 /// popped it);
 /// `nextToWake` (a `WakePlan`'s chain: written under the lock by the decision, read and cleared by the waker
-/// before it unparks; nobody else touches it between the pop and the unpark).
+/// before it unparks; nobody else touches it between the pop and the unpark, because a popped worker is not in
+/// the idle line again until it has taken that unpark's notification, even after a spurious return: see
+/// `QueueCore.parkUnlocking`).
 ///
 /// States, as the queue sees them (all under `QueueCore.lock` except the sleep itself):
 /// RUNNING → IN LINE (`IdleWorkers.parking`) → POPPED (a wake decision, or shutdown) → RUNNING (`unparked`, after
