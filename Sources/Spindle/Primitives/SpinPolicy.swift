@@ -26,18 +26,21 @@ import Glibc
 /// - WARM (`estimateNanos <= window` and `misses < missLimit`): spin for up to `window`.
 /// Transitions:
 /// - `workArrived(afterIdleNanos: g)` folds `g` into the average, and clears `misses` when `g <= window`.
-///   From the cap, one gap of at most `window / 2` (4 µs), or two of at most 6,666 ns (`window * 5 / 6`), make
+///   From the cap, one gap of at most `window / 2` (8 µs), or two of at most 13,333 ns (`window * 5 / 6`), make
 ///   it WARM. A WARM policy turns COLD after one gap of `gapCap` or more if its estimate was above `window / 2`,
 ///   after two otherwise. (These bounds are exact because the mean is rounded up.)
 /// - `spinMissed()` counts a spin that found nothing: `missLimit` (2) in a row make it COLD until a gap of at
 ///   most `window` is seen again.
 ///
-/// Numbers: `window` is 8 µs, about what a park and its wake cost together in CPU here (a futex wait and wake
-/// on a virtual machine), so a spin that catches the work never costs more than the park it saves, and one that
-/// misses costs at most about double (the rent-or-buy bound). `gapCap` is 1.5 × `window`.
+/// Numbers: `window` is 16 µs, about what a park and its wake cost together in CPU here, so a spin that catches
+/// the work never costs more than the park it saves, and one that misses costs at most about double (the
+/// rent-or-buy bound). `gapCap` is 1.5 × `window`. On the 2-vCPU virtual machine the benchmarks run on, each time a
+/// CPU went idle between a hand-off and the next cost about 10–16 µs of the process's CPU clock (the futex wait and
+/// wake, and the vCPU's halt and wakeup billed to the threads): a round-trip probe's CPU per trip against its idle
+/// entries per trip, three ways (BENCHMARKS.md, "The spin window"). The window was 8 µs before that measurement.
 struct SpinPolicy: Sendable, Equatable {
     /// The longest spin, in nanoseconds.
-    static let window: UInt64 = 8_000
+    static let window: UInt64 = 16_000
     /// A gap counts as at most this much in the average.
     static let gapCap: UInt64 = 3 * window / 2
     /// Spins in a row that may end with nothing before the policy turns COLD.

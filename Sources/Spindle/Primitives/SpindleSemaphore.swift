@@ -27,7 +27,7 @@ import Synchronization
 ///
 /// Spinning: a blocking `wait` that finds no permit is idle from then on. If nobody is parked (else the next permit is
 /// not its to take) and `spinPolicy.budgetNanos` (read under the lock) is not zero, it unlocks and polls `permitHint`
-/// for at most that budget (`SpinPolicy.window`, 8 µs, in `SpinPolicy.spin`), then re-locks and takes a permit if there
+/// for at most that budget (`SpinPolicy.window`, 16 µs, in `SpinPolicy.spin`), then re-locks and takes a permit if there
 /// is one, else parks. A COLD policy (budget 0, the state of a new semaphore and of one signalled every 50 µs or more)
 /// parks at once, spending no CPU. Taking a permit after a spin is fair: permits exist only while nobody is parked.
 /// The spin does not yield the CPU: yielding paid only after ~10 µs (a thread just started on the spinner's CPU was

@@ -6,7 +6,7 @@ import CShim
 /// - BUSY: it took an operation (`running += 1`) and runs it outside the lock, then the operations it reserved
 ///   with it, if any (see `FastPath/Reservations`), in the same slot;
 /// - SPINNING (`idle.spinning`, at most one worker): it found nothing to run and its `SpinPolicy` expects work
-///   within the spin window, so it polls `pushes` and the inbox without the lock for up to that window (8 µs),
+///   within the spin window, so it polls `pushes` and the inbox without the lock for up to that window (16 µs),
 ///   which saves a park and a wake when work comes that soon. While a worker spins, events wake nobody: the
 ///   spinner takes the work and wakes the next worker itself if more is ready. It always looks again under the
 ///   lock before parking, so no push is missed. At light load the policy is COLD and workers park at once;

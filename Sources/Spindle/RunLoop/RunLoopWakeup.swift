@@ -25,7 +25,7 @@ import Synchronization
 ///
 /// Spinning: `signals` (atomic) counts `signal()` calls; `seenAtDrain` (owner only) is its value at the last drain.
 /// Before sleeping with no descriptors to watch, the owner polls `signals` for `spinPolicy.budgetNanos` (0 or
-/// `SpinPolicy.window`, 8 µs, in `SpinPolicy.spin`): work sent from another core then costs no kernel wakeup (tens of
+/// `SpinPolicy.window`, 16 µs, in `SpinPolicy.spin`): work sent from another core then costs no kernel wakeup (tens of
 /// microseconds on a virtual machine), and a spin that sees a signal returns without calling poll. A COLD policy (a
 /// new loop, or one woken every 50 µs or more) goes straight to poll. The spin never outlasts the wait's deadline.
 ///

@@ -92,7 +92,7 @@ struct SemaphoreSpinTests {
         }
         let warm = policy(semaphore)
         #expect(warm.budgetNanos == SpinPolicy.window)
-        // Nobody signals: the spin uses its whole budget (8 µs, far inside the timeout), then the wait parks
+        // Nobody signals: the spin uses its whole budget (16 µs, far inside the timeout), then the wait parks
         // and times out. The miss is reported; the timeout is not.
         #expect(semaphore.wait(timeout: .milliseconds(100)) == false)
         #expect(policy(semaphore).misses == 1)

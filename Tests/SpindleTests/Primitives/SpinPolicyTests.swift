@@ -3,7 +3,7 @@ import CShim
 import Testing
 
 /// `SpinPolicy`'s decisions, fed sequences of idle gaps and missed spins: no clock, no threads. The expected
-/// numbers follow the state machine in SpinPolicy's doc comment (window 8 µs, gapCap 12 µs, missLimit 2, each new
+/// numbers follow the state machine in SpinPolicy's doc comment (window 16 µs, gapCap 24 µs, missLimit 2, each new
 /// gap weighing 1/2 in a mean rounded up).
 @Suite("SpinPolicy")
 struct SpinPolicyTests {
@@ -30,8 +30,8 @@ struct SpinPolicyTests {
 
     @Test("the constants the state machine is described with")
     func constants() {
-        #expect(Self.window == 8_000)
-        #expect(Self.gapCap == 12_000)
+        #expect(Self.window == 16_000)
+        #expect(Self.gapCap == 24_000)
         #expect(SpinPolicy.missLimit == 2)
     }
 
@@ -43,22 +43,22 @@ struct SpinPolicyTests {
         #expect(policy.misses == 0)
     }
 
-    @Test("two gaps of 2 µs make a new policy WARM: budget == window")
+    @Test("two gaps of 4 µs make a new policy WARM: budget == window")
     func shortGapsWarm() {
-        let once = fed([2_000])
-        #expect(once.estimateNanos == 7_000)  // (12,000 + 2,000) / 2
+        let once = fed([4_000])
+        #expect(once.estimateNanos == 14_000)  // (24,000 + 4,000) / 2
         #expect(once.budgetNanos == Self.window)
-        let twice = fed([2_000, 2_000])
-        #expect(twice.estimateNanos == 4_500)
+        let twice = fed([4_000, 4_000])
+        #expect(twice.estimateNanos == 9_000)
         #expect(twice.budgetNanos == Self.window)
     }
 
-    @Test("from WARM (two 2 µs gaps), a single gap of 500 µs makes it COLD")
+    @Test("from WARM (two 4 µs gaps), a single gap of 500 µs makes it COLD")
     func oneLongGapCools() {
-        let warm = fed([2_000, 2_000])
+        let warm = fed([4_000, 4_000])
         #expect(warm.budgetNanos == Self.window)
         let cooled = fed([500_000], to: warm)
-        #expect(cooled.estimateNanos == 8_250)  // (4,500 + 12,000 capped) / 2
+        #expect(cooled.estimateNanos == 16_500)  // (9,000 + 24,000 capped) / 2
         #expect(cooled.budgetNanos == 0)
     }
 
@@ -141,17 +141,17 @@ struct SpinPolicyTests {
         #expect(try policy(withEstimate: Self.window + 1).budgetNanos == 0)
     }
 
-    @Test("from new, one gap of window / 2 (4 µs) warms it; 4,001 ns does not")
+    @Test("from new, one gap of window / 2 (8 µs) warms it; 8,001 ns does not")
     func oneGapBoundary() {
         #expect(fed([Self.window / 2]).estimateNanos == Self.window)
         #expect(fed([Self.window / 2]).budgetNanos == Self.window)
         #expect(fed([Self.window / 2 + 1]).budgetNanos == 0)
     }
 
-    @Test("from new, two gaps of 6,666 ns (window * 5 / 6) warm it; two of 6,667 ns do not")
+    @Test("from new, two gaps of 13,333 ns (window * 5 / 6) warm it; two of 13,334 ns do not")
     func twoGapBoundary() {
         let limit = Self.window * 5 / 6
-        #expect(limit == 6_666)
+        #expect(limit == 13_333)
         #expect(fed([limit]).budgetNanos == 0)
         #expect(fed([limit, limit]).budgetNanos == Self.window)
         #expect(fed([limit + 1, limit + 1]).budgetNanos == 0)

@@ -39,9 +39,9 @@ struct RunLoopWakeupTests {
         wakeup.firstSignalAt.store(RunLoopWakeup.idleUnstamped, ordering: .relaxed)
         wakeup.signal()
         let stamp = wakeup.firstSignalAt.load(ordering: .relaxed)
-        // Idle 2 µs before the signal: one gap of 2 µs folds into the cap, (12,000 + 2,000) / 2.
+        // Idle 2 µs before the signal: one gap of 2 µs folds into the cap, (24,000 + 2,000) / 2.
         wakeup.reportWait(idleSince: stamp - 2_000)
-        #expect(wakeup.spinPolicy.estimateNanos == 7_000)
+        #expect(wakeup.spinPolicy.estimateNanos == 13_000)
         #expect(wakeup.spinPolicy.budgetNanos == SpinPolicy.window)
         #expect(wakeup.firstSignalAt.load(ordering: .relaxed) == RunLoopWakeup.notIdle, "disarmed")
         wakeup.drain()
@@ -91,7 +91,7 @@ struct RunLoopWakeupTests {
         let warm = wakeup.spinPolicy
         #expect(warm.budgetNanos == SpinPolicy.window)
         var watched: [pollfd] = []
-        // Nobody signals: the spin uses its whole budget (8 µs, far inside the deadline), then poll times out.
+        // Nobody signals: the spin uses its whole budget (16 µs, far inside the deadline), then poll times out.
         wakeup.wait(watching: &watched, until: .after(.milliseconds(100)))
         #expect(wakeup.spinPolicy.misses == 1)
         #expect(wakeup.spinPolicy.estimateNanos == warm.estimateNanos)
