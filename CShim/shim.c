@@ -145,3 +145,6 @@ int cshim_fork_generation_track(void) {
     pthread_once(&cshim_fork_once, cshim_fork_register);
     return cshim_fork_track_error;
 }
+
+// The CPU the caller runs on, or -1 (see the header).
+int cshim_current_cpu(void) { return sched_getcpu(); }

@@ -27,8 +27,9 @@
  *      lock-guarded state, which nobody else can see, and are merged. (The drain's isEmpty and exchange count
  *      as one access: a push between them is taken by the exchange.) Any process waiting for mtx may get it.
  *   A2 Parking: inLine[w] is worker w's place in IdleWorkers' idle line (under mtx). A wake decision takes a
- *      worker out of the line (which one, if both are in it, is nondeterministic: the Swift line is FIFO, one
- *      of the orders explored) and the waker, after unlocking, unparks it: token[w] = true, one atomic step
+ *      worker out of the line (which one, if both are in it, is nondeterministic: the Swift line is FIFO with a
+ *      preference for a worker that parked on the waker's CPU, so any order can happen) and the waker, after
+ *      unlocking, unparks it: token[w] = true, one atomic step
  *      (cshim_parker_unpark's exchange; the futex_wake is not a separate state: a worker that has not slept yet
  *      finds the token, one asleep is woken by it). The worker's park (cshim_parker_park) is one step that
  *      consumes the token, or blocks until there is one; or, at most MAXSPUR times in all, returns at once
@@ -143,61 +144,61 @@
  *
  * STEPS AND THE SWIFT LINES THEY STAND FOR (checked by .ci/check-models)
  */
-/* [W_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:46 "self.lock.lock()" */
-/* [W_LOOP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:48 "while !self.shuttingDown {" */
-/* [W_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:49 "self.drainInboxLocked()" */
-/* [W_CANDISPATCH]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:50 "if self.canDispatchLocked {" */
-/* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:91 "let op = self.takeNextLocked()  // 1. the queue's reference is ours now" */
-/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:94 "worker.pending.wake.add(self.wakeOrSpawnLocked())  // 3. whom to wake for what is left" */
-/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:95 "self.lock.unlock()" */
-/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:98 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)" */
-/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:96 "worker.gotWork()" */
-/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:101 "let deferredFinish = self.runOnWorker(op, context)" */
-/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:111 "self.lock.lock()" */
-/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:189 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
-/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:190 "after.addFinished(op)" */
-/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:191 "after.outstandingDrops += 1" */
-/* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:57 "if !worker.pending.hasNoReleases {" */
-/* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:59 "self.perform(&worker.pending, keepingDropsBelow: .max)" */
-/* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:60 "self.lock.lock()" */
-/* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:64 "if worker.maySpin && worker.policy.budgetNanos > 0 && self.idle.beginSpin() {" */
-/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:129 "worker.maySpin = false" */
-/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:130 "self.publishIdleLocked()" */
-/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:132 "self.lock.unlock()" */
-/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:135 "let caught = SpinPolicy.spin(" */
-/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:137 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
-/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:138 "self.lock.lock()" */
-/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:139 "self.idle.endSpin()" */
-/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:140 "self.publishIdleLocked()" */
-/* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:66 "continue  // look again under the lock before parking" */
-/* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:68 "if worker.pending.outstandingDrops > 0 {" */
-/* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:72 "self.perform(&worker.pending)" */
-/* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:73 "self.lock.lock()" */
-/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:152 "self.idle.parking(parker)" */
-/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:153 "self.publishIdleLocked()" */
-/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:155 "if self.inbox.isEmpty {" */
-/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:156 "self.lock.unlock()" */
-/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:157 "notified = parker.park()" */
-/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:158 "self.lock.lock()" */
-/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:160 "let signalled = self.idle.unparked(parker)" */
-/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "self.publishIdleLocked()" */
-/* [W_NOTIFIEDQ]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:154 "var notified = true" */
-/* [W_ABSORBQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:162 "if signalled && !notified {" */
-/* [W_ABSORBUNLOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:163 "self.lock.unlock()" */
-/* [W_ABSORB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:164 "while !parker.park() {}  // the waker unparks after its unlock: soon" */
-/* [W_ABSORBRELOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:165 "self.lock.lock()" */
-/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:167 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
+/* [W_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:47 "self.lock.lock()" */
+/* [W_LOOP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:49 "while !self.shuttingDown {" */
+/* [W_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:50 "self.drainInboxLocked()" */
+/* [W_CANDISPATCH]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:51 "if self.canDispatchLocked {" */
+/* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:94 "let op = self.takeNextLocked()  // 1. the queue's reference is ours now" */
+/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:97 "worker.pending.wake.add(self.wakeOrSpawnLocked())  // 3. whom to wake for what is left" */
+/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:98 "self.lock.unlock()" */
+/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:101 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)" */
+/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "worker.gotWork()" */
+/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:104 "let deferredFinish = self.runOnWorker(op, context)" */
+/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:114 "self.lock.lock()" */
+/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:194 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
+/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:195 "after.addFinished(op)" */
+/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:196 "after.outstandingDrops += 1" */
+/* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:58 "if !worker.pending.hasNoReleases {" */
+/* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:60 "self.perform(&worker.pending, keepingDropsBelow: .max)" */
+/* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:61 "self.lock.lock()" */
+/* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:65 "if IdleWorkers.spinningAllowed(width: self.slots.limit) && worker.maySpin && worker.policy.budgetNanos > 0" */
+/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:132 "worker.maySpin = false" */
+/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:133 "self.publishIdleLocked()" */
+/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:135 "self.lock.unlock()" */
+/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:138 "let caught = SpinPolicy.spin(" */
+/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:140 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
+/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:141 "self.lock.lock()" */
+/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:142 "self.idle.endSpin()" */
+/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:143 "self.publishIdleLocked()" */
+/* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:69 "continue  // look again under the lock before parking" */
+/* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:71 "if worker.pending.outstandingDrops > 0 {" */
+/* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:75 "self.perform(&worker.pending)" */
+/* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:76 "self.lock.lock()" */
+/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:157 "self.idle.parking(parker)" */
+/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:158 "self.publishIdleLocked()" */
+/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:160 "if self.inbox.isEmpty {" */
+/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "self.lock.unlock()" */
+/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:162 "notified = parker.park()" */
+/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:163 "self.lock.lock()" */
+/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:165 "let signalled = self.idle.unparked(parker)" */
+/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:166 "self.publishIdleLocked()" */
+/* [W_NOTIFIEDQ]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:159 "var notified = true" */
+/* [W_ABSORBQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:167 "if signalled && !notified {" */
+/* [W_ABSORBUNLOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "self.lock.unlock()" */
+/* [W_ABSORB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:169 "while !parker.park() {}  // the waker unparks after its unlock: soon" */
+/* [W_ABSORBRELOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:170 "self.lock.lock()" */
+/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:172 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
 /* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:18 "let action = self.idle.wakeOrSpawn(" */
 /* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:24 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "let room = self.slots.room(ready: self.ready.count)" */
 /* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:35 "let action = self.wakeOrSpawnLocked(inFlightBelow: room)" */
 /* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:36 "if action == .none { break }" */
-/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:125 "parker.unpark()" */
+/* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers+WakePlan.swift:62 "parker.unpark()" */
 /* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:103 "plan.unparkAll()" */
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:201 "let link = self.ready.popHighest()!" */
-/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:202 "self.stats.noteRunning(self.slots.take())" */
+/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:206 "let link = self.ready.popHighest()!" */
+/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:207 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "override func fire() { self.core.retrySpawn() }" */
 /* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
 /* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:58 "return self.threadFailedToStart(error)" */
@@ -223,35 +224,35 @@
 /* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:229 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
 /* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "self.publishIdleLocked()  // 5. the places just reserved" */
 /* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:125 "self.perform(self.spawnRetried())" */
-/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:187 "guard canDispatch, !shuttingDown else { return .none }" */
-/* [I_COMING]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:199 "if self.takerComing(inFlightBelow: inFlightBelow) { return .none }" */
-/* [I_TAKERCOMING]   PIN Sources/Spindle/Queue/State/IdleWorkers.swift:215 "func takerComing(inFlightBelow: Int = 1) -> Bool { self.spinning || self.wakeupsInFlight >= inFlightBelow }" */
-/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:200 "if let first = self.popIdle() {" */
-/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:201 "self.wakeupsInFlight += 1" */
-/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:205 "if count < limit && count < wanted && !self.retryPending {" */
-/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:206 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
-/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:221 "self.starting -= 1" */
-/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:223 "self.threads.append(thread)" */
-/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:234 "self.starting -= 1" */
-/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:236 "self.retryPending = true" */
-/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:250 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:257 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
-/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:258 "self.retryPending = false" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:274 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:281 "self.spinning = false" */
-/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:287 "self.parked += 1" */
-/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:299 "self.parked -= 1" */
-/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:305 "self.wakeupsInFlight -= 1" */
-/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:300 "if parker.inIdleLine {" */
-/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:301 "self.removeFromIdle(parker)" */
-/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:288 "parker.inIdleLine = true" */
-/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:321 "self.removeFromIdle(first)" */
-/* [I_HCOMING]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:362 "if self.takerComing() { word |= IdleHints.takerComingBit }" */
-/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:363 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:364 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:370 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:371 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:372 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
+/* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:133 "guard canDispatch, !shuttingDown else { return .none }" */
+/* [I_COMING]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:145 "if self.takerComing(inFlightBelow: inFlightBelow) { return .none }" */
+/* [I_TAKERCOMING]   PIN Sources/Spindle/Queue/State/IdleWorkers.swift:161 "func takerComing(inFlightBelow: Int = 1) -> Bool { self.spinning || self.wakeupsInFlight >= inFlightBelow }" */
+/* [I_PARKEDQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:146 "if let first = self.popIdle(preferring: wakerCPU) {" */
+/* [I_SIGNAL]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:147 "self.wakeupsInFlight += 1" */
+/* [I_SPAWNQ]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:151 "if count < limit && count < wanted && !self.retryPending {" */
+/* [I_RESERVE]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:152 "self.starting += 1  // reserved now, so concurrent decisions do not overshoot" */
+/* [I_STARTED]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:167 "self.starting -= 1" */
+/* [I_THREADS]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:169 "self.threads.append(thread)" */
+/* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:180 "self.starting -= 1" */
+/* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:182 "self.retryPending = true" */
+/* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:196 "mutating func retryStarted() { self.retryPending = false }" */
+/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:203 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
+/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:204 "self.retryPending = false" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:230 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:237 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:243 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:255 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:261 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:256 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:257 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:244 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:294 "self.removeFromIdle(chosen)" */
+/* [I_HCOMING]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:335 "if self.takerComing() { word |= IdleHints.takerComingBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:336 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:337 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:343 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:344 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:345 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
 /* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
 /* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
 /* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
@@ -591,7 +592,7 @@ end_busy:   false                                            /* [W_RUN] runs for
     :: !CANDISPATCH && fin ->                                /* [W_RELEASEQ] */
         atomic { fin = false; mtx = false };                 /* [W_RELEASE] unlocked */
         atomic { !mtx -> mtx = true; drainInbox(); inv() }   /* [W_RELEASELOCK], continue: [W_DRAIN] */
-    :: !CANDISPATCH && !fin && maySpin && !spinning ->       /* [W_SPINQ]: the policy's budget > 0 (A4) */
+    :: !CANDISPATCH && !fin && maySpin && !spinning ->       /* [W_SPINQ]: width 1, budget > 0 (A4; any width here) */
         atomic {
             spinning = true;                                 /* [I_BEGINSPIN] */
             maySpin = false;                                 /* [W_SPINONCE] */

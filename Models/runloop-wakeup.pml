@@ -109,8 +109,8 @@
 /* [W_SPINQ]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:127 "if watched.isEmpty && budget > 0 {" */
 /* [W_SPIN]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:128 "let end = SpinPolicy.spin(from: idleSince, budget: budget, until: deadline.uptimeNanoseconds) {" */
 /* [W_ARRIVED]   PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:129 "self.signals.load(ordering: .relaxed) != self.seenAtDrain" */
-/* [SP_SEEN]     PIN Sources/Spindle/Primitives/SpinPolicy.swift:104 "if arrived() { return .seen }" */
-/* [SP_BUDGET]   PIN Sources/Spindle/Primitives/SpinPolicy.swift:111 "if now &- start >= budget { return .budgetSpent }" */
+/* [SP_SEEN]     PIN Sources/Spindle/Primitives/SpinPolicy.swift:105 "if arrived() { return .seen }" */
+/* [SP_BUDGET]   PIN Sources/Spindle/Primitives/SpinPolicy.swift:112 "if now &- start >= budget { return .budgetSpent }" */
 /* [W_SEEN]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:132 "case .seen: return" */
 /* [W_MISSED]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:133 "case .budgetSpent: self.spinPolicy.spinMissed()" */
 /* [W_POLL]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:143 "cshim_poll(buffer.baseAddress, nfds_t(count), RunLoopWakeup.timeoutMilliseconds(until: deadline))" */

@@ -82,9 +82,9 @@
 /* [W_SPINUNL]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:113 "self.condition.unlock()" */
 /* [W_SPIN]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:114 "let end = SpinPolicy.spin(from: idleSince, budget: budget, until: deadline.uptimeNanoseconds) {" */
 /* [W_HINT]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:115 "self.permitHint.load(ordering: .relaxed) > 0" */
-/* [SP_SEEN]     PIN Sources/Spindle/Primitives/SpinPolicy.swift:104 "if arrived() { return .seen }" */
-/* [SP_DEADLINE] PIN Sources/Spindle/Primitives/SpinPolicy.swift:110 "if now >= deadline { return .deadlinePassed }" */
-/* [SP_BUDGET]   PIN Sources/Spindle/Primitives/SpinPolicy.swift:111 "if now &- start >= budget { return .budgetSpent }" */
+/* [SP_SEEN]     PIN Sources/Spindle/Primitives/SpinPolicy.swift:105 "if arrived() { return .seen }" */
+/* [SP_DEADLINE] PIN Sources/Spindle/Primitives/SpinPolicy.swift:111 "if now >= deadline { return .deadlinePassed }" */
+/* [SP_BUDGET]   PIN Sources/Spindle/Primitives/SpinPolicy.swift:112 "if now &- start >= budget { return .budgetSpent }" */
 /* [W_RELOCK]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:117 "self.condition.lock()" */
 /* [W_RECHECK]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:118 "if self.permits > 0 {" */
 /* [W_RETAKE]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:119 "self.takePermitLocked()" */

@@ -158,6 +158,10 @@ static inline uint64_t cshim_clock_monotonic_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/// Wraps `sched_getcpu`: the CPU the calling thread runs on now (it may move right after), or -1 if unknown. A hint
+/// for choosing among parked threads, never for correctness. Cheap: glibc reads it from the thread's rseq area.
+int cshim_current_cpu(void);
+
 /// Wraps `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`: CPU time the calling thread used, in nanoseconds.
 static inline uint64_t cshim_clock_thread_cputime_ns(void) {
     struct timespec ts;

@@ -2,7 +2,8 @@ import CShim
 import Glibc
 
 /// Decides how long a thread that just ran out of work should spin before it parks, from the gaps it saw between
-/// going idle and the next work. Shared by the queue workers, `SpindleSemaphore` and the run loop's wakeup. The
+/// going idle and the next work. Shared by the queue workers (of a queue of width 1: `IdleWorkers.spinningAllowed`),
+/// `SpindleSemaphore` and the run loop's wakeup. The
 /// policy is pure: no clock, no atomics; the caller measures and reports (so the decisions are tested by feeding it
 /// gaps). `SpinPolicy.spin` (below) is the one loop that carries a decision out.
 ///

@@ -18,7 +18,7 @@ extension QueueCore {
         let action = self.idle.wakeOrSpawn(
             canDispatch: self.canDispatchLocked, shuttingDown: self.shuttingDown,
             wanted: self.slots.running + self.ready.count, limit: self.slots.limit, running: self.slots.running,
-            inFlightBelow: inFlightBelow)
+            inFlightBelow: inFlightBelow, wakerCPU: self.idle.idleCount > 1 ? cshim_current_cpu() : -1)
         if action != .none {
             if case .signal(let parker) = action { parker.signalledAt = cshim_clock_monotonic_ns() }
             self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start

@@ -5,7 +5,8 @@ import CShim
 /// A worker is in one of three states (all transitions under `lock`, counted in `idle`; see `IdleWorkers`):
 /// - BUSY: it took an operation (`running += 1`) and runs it outside the lock, then the operations it reserved
 ///   with it, if any (see `FastPath/Reservations`), in the same slot;
-/// - SPINNING (`idle.spinning`, at most one worker): it found nothing to run and its `SpinPolicy` expects work
+/// - SPINNING (`idle.spinning`, at most one worker, and only in a queue of width 1: see
+///   `IdleWorkers.spinningAllowed`): it found nothing to run and its `SpinPolicy` expects work
 ///   within the spin window, so it polls `pushes` and the inbox without the lock for up to that window (16 µs),
 ///   which saves a park and a wake when work comes that soon. While a worker spins, events wake nobody: the
 ///   spinner takes the work and wakes the next worker itself if more is ready. It always looks again under the
@@ -16,8 +17,8 @@ import CShim
 ///   same locked step, wakes the next one if more is ready (`IdleWorkers.wakeOrSpawn`, the hand-off rule). So a
 ///   burst's wakes are chained by the workers, one at a time, not all sent by the adding thread.
 /// A worker with nothing runnable first takes back other workers' unclaimed reservations, if a slot is free.
-/// BUSY → SPINNING (nothing runnable, the policy says spin, nobody else spins, and it did not spin yet in this idle
-/// spell or since its last wakeup) → BUSY (work arrived) or PARKED (window spent, still nothing) → BUSY
+/// BUSY → SPINNING (width 1, nothing runnable, the policy says spin, nobody else spins, and it did not spin yet in
+/// this idle spell or since its last wakeup) → BUSY (work arrived) or PARKED (window spent, still nothing) → BUSY
 /// (signalled) … → exit when `shuttingDown` (the queue is stopping), counted out by `workerExited`. Each worker's
 /// own `WorkerState` times its idle spells for its policy.
 ///
@@ -61,7 +62,9 @@ extension QueueCore {
                 continue
             }
             worker.wentIdle()
-            if worker.maySpin && worker.policy.budgetNanos > 0 && self.idle.beginSpin() {
+            if IdleWorkers.spinningAllowed(width: self.slots.limit) && worker.maySpin && worker.policy.budgetNanos > 0
+                && self.idle.beginSpin()
+            {
                 self.spinUnlocking(&worker)  // SPINNING; back under the lock after
                 continue  // look again under the lock before parking
             }
@@ -141,7 +144,8 @@ extension QueueCore {
         if !caught { worker.policy.spinMissed() }
     }
 
-    /// PARKED (caller holds `lock`, released while asleep and retaken after): advertise, then look at the inbox once
+    /// PARKED (caller holds `lock`, released while asleep and retaken after): note the CPU it parks on (for the
+    /// wake decision's choice, see `IdleWorkers`), advertise, then look at the inbox once
     /// more (a push that missed the advertisement is seen here), then sleep until popped and unparked. A spurious
     /// return finds itself still in the idle line, leaves it, and looks for work again; one that finds itself popped
     /// (a wake decision took it meanwhile) first takes the notification its waker is about to send, so the next park
@@ -149,6 +153,7 @@ extension QueueCore {
     @inline(never)
     private func parkUnlocking(_ worker: inout WorkerState) {
         let parker = worker.parker
+        parker.lastCPU = cshim_current_cpu()
         self.idle.parking(parker)
         self.publishIdleLocked()
         var notified = true

@@ -135,6 +135,42 @@ import Testing
         #expect(idle.parked == 0 && idle.wakeupsInFlight == 0 && idle.check())
     }
 
+    @Test func aWakePrefersTheFirstOfTheFirstFourInLineThatParkedOnTheWakersCPU() {
+        // Six parked, in order, on CPUs 0, 1, 1, 2, 3, 3.
+        var (idle, w) = self.pool(started: 6)
+        for (parker, cpu) in zip(w, [0, 1, 1, 2, 3, 3] as [Int32]) {
+            parker.lastCPU = cpu
+            idle.parking(parker)
+        }
+        func wake(from cpu: Int32) -> Action {
+            idle.wakeOrSpawn(
+                canDispatch: true, shuttingDown: false, wanted: 9, limit: 6, inFlightBelow: 9, wakerCPU: cpu)
+        }
+        #expect(wake(from: 1) == .signal(w[1]))  // the first on CPU 1, ahead of the line's head
+        #expect(wake(from: 1) == .signal(w[2]))  // the next on CPU 1
+        // Line now: w0 (0), w3 (2), w4 (3), w5 (3). CPU 3's first one is the third in line: within reach.
+        #expect(wake(from: 3) == .signal(w[4]))
+        // No worker parked on CPU 7, or the CPU unknown: the line's head, first parked, first woken.
+        #expect(wake(from: 7) == .signal(w[0]))
+        #expect(wake(from: -1) == .signal(w[3]))
+        #expect(idle.idleCount == 1 && idle.wakeupsInFlight == 5 && idle.check())
+        // Beyond the first four in line the preference does not look: the head is taken.
+        var (far, v) = self.pool(started: 5)
+        for (parker, cpu) in zip(v, [0, 0, 0, 0, 1] as [Int32]) {
+            parker.lastCPU = cpu
+            far.parking(parker)
+        }
+        #expect(IdleWorkers.cpuScan == 4)
+        #expect(far.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 9, limit: 5, wakerCPU: 1)
+            == .signal(v[0]))
+        #expect(far.check())
+    }
+
+    @Test func onlyTheWorkerOfAQueueOfWidthOneMaySpin() {
+        #expect(IdleWorkers.spinningAllowed(width: 1))
+        for width in [0, 2, 3, 64, Int.max] { #expect(!IdleWorkers.spinningAllowed(width: width)) }
+    }
+
     @Test func nobodyIsWokenWhileAWorkerSpinsAndOnlyOneMaySpin() {
         var (idle, w) = self.pool(started: 2, parked: 1)
         let first = idle.beginSpin(), second = idle.beginSpin()

@@ -12,10 +12,15 @@
 /// - `parked`: workers between `parking` and `unparked`; of them, `wakeupsInFlight` were popped by a wake decision
 ///   (their `ThreadParker` handed to a waker) and have not yet come back; the others wait in the idle line
 ///   (`idleFirst` … `idleLast`, linked both ways through `ThreadParker.nextParked`/`previousParked`; `idleCount` of
-///   them). A wake takes the worker that parked first, as a condition variable or libdispatch's semaphore would.
-///   Waking the one that parked last (LIFO, tokio's and Go's choice, for a warm cache) measured slower on this
-///   2-vCPU machine (submit→run→signal round trip, same waiter: 30–39 µs LIFO against 14–19 µs FIFO, with far
-///   fewer CPU migrations; `BENCHMARKS.md`);
+///   them). A wake takes the worker that parked first, as a condition variable or libdispatch's semaphore would,
+///   with one preference: among the first `cpuScan` (4) in line, the first one that parked on the waker's CPU
+///   (`ThreadParker.lastCPU`, the caller's `wakerCPU`). The scheduler tends to put a woken thread back on the CPU
+///   it left when that CPU is idle, and waking an idle vCPU is the dearest step of a hand-off on a virtual machine
+///   (it halts: 15–30 µs here); a worker that left the waker's CPU tends to run there, right after the waker
+///   blocks or sleeps. Measured in `BENCHMARKS.md` ("Which parked worker to wake"). Waking the one that parked
+///   last (LIFO, tokio's and Go's choice, for a warm cache) measured slower on this 2-vCPU machine
+///   (submit→run→signal round trip, same waiter: 30–39 µs LIFO against 14–19 µs FIFO, with far fewer CPU
+///   migrations);
 /// - `spinning`: a worker is polling for work without the lock (at most one). While one spins, or while a woken
 ///   worker is on its way (`wakeupsInFlight > 0`), a decision for one event's operation wakes nobody: that worker
 ///   takes the work and decides the next wake itself (`wakeOrSpawn`'s hand-off rule; a batch decision wakes while
@@ -61,68 +66,6 @@ struct IdleWorkers {
             case (.signal(let x), .signal(let y)): x === y
             case (.spawn(let x), .spawn(let y)): x == y
             default: false
-            }
-        }
-    }
-
-    /// What to do after unlocking so that several more operations run (a batch add, a width or suspension
-    /// change, shutdown). Deciding allocates nothing: the parkers to unpark are chained through their
-    /// `nextToWake`.
-    struct WakePlan {
-        private(set) var signals = 0
-        private(set) var firstSignal: ThreadParker? = nil
-        private unowned(unsafe) var lastSignal: ThreadParker? = nil  // owned through the chain from `firstSignal`
-        var firstSpawn = 0
-        var spawns = 0
-        var performOnRunLoop = false
-        /// Requests to send to the serving thread pool.
-        var poolServes = 0
-        /// The pool thread sending them goes back to the pool right after (it counts as one taker coming).
-        var callerReturns = false
-
-        @inline(__always)
-        mutating func add(_ action: WakeAction) {
-            switch action {
-            case .none: return
-            case .signal(let parker):
-                if let last = self.lastSignal { last.nextToWake = parker } else { self.firstSignal = parker }
-                self.lastSignal = parker
-                self.signals += 1
-            case .spawn(let index):
-                if self.spawns == 0 { self.firstSpawn = index }
-                self.spawns += 1
-            case .performOnRunLoop: self.performOnRunLoop = true
-            case .serveOnPool: self.poolServes += 1
-            }
-        }
-
-        /// The places to start, taken out (the caller starts them itself): their indices.
-        mutating func takeSpawns() -> Range<Int> {
-            defer { self.spawns = 0 }
-            return self.firstSpawn..<(self.firstSpawn + self.spawns)
-        }
-
-        /// Appends another plan's signals (a plan of wakes only: `wakeAll`'s), keeping this one's order.
-        mutating func add(_ other: WakePlan) {
-            precondition(other.spawns == 0 && !other.performOnRunLoop && other.poolServes == 0,
-                         "IdleWorkers: merging a plan that is not wakes")
-            guard let first = other.firstSignal else { return }
-            if let last = self.lastSignal { last.nextToWake = first } else { self.firstSignal = first }
-            self.lastSignal = other.lastSignal
-            self.signals += other.signals
-        }
-
-        /// Nothing to do.
-        @inline(__always)
-        var isEmpty: Bool { self.signals == 0 && self.spawns == 0 && !self.performOnRunLoop && self.poolServes == 0 }
-
-        /// Unparks the chained parkers (after unlocking), clearing the chain as it goes.
-        func unparkAll() {
-            var next = self.firstSignal
-            while let parker = next {
-                next = parker.nextToWake
-                parker.nextToWake = nil
-                parker.unpark()
             }
         }
     }
@@ -181,8 +124,11 @@ struct IdleWorkers {
     /// and only as long as work is left when each woken worker arrives. One event's operation passes 1 (the
     /// default); a batch decision (`QueueCore.collectWakeActionsLocked`) passes the operations that can start now,
     /// and wakes that many at once.
+    ///
+    /// `wakerCPU`: the CPU the deciding thread runs on (-1: unknown, or no preference); see the idle line above.
     mutating func wakeOrSpawn(
-        canDispatch: Bool, shuttingDown: Bool, wanted: Int, limit: Int, running: Int = 0, inFlightBelow: Int = 1
+        canDispatch: Bool, shuttingDown: Bool, wanted: Int, limit: Int, running: Int = 0, inFlightBelow: Int = 1,
+        wakerCPU: Int32 = -1
     ) -> WakeAction {
         guard canDispatch, !shuttingDown else { return .none }
         switch self.server {
@@ -197,7 +143,7 @@ struct IdleWorkers {
             return .serveOnPool
         }
         if self.takerComing(inFlightBelow: inFlightBelow) { return .none }
-        if let first = self.popIdle() {
+        if let first = self.popIdle(preferring: wakerCPU) {
             self.wakeupsInFlight += 1
             return .signal(first)
         }
@@ -268,6 +214,16 @@ struct IdleWorkers {
         return min(1_000_000 << shift, IdleWorkers.maximumRetryDelay)
     }
 
+    /// Whether a queue's workers may spin at all before parking: only in a queue of width 1, whose one worker is
+    /// the only thread that can take the next operation. In a wider queue an idle worker parks at once, and the next
+    /// operation wakes a parked one, preferring one that parked on the waker's CPU (see the idle line above): a
+    /// spinner holds a second CPU, so the thread it serves sleeps on a CPU that halts, and waking a halted vCPU is
+    /// the dearest step of a hand-off here. Measured (`BENCHMARKS.md`, "Which worker to wake, and which may
+    /// spin"): the submit→run→signal round trip at width 2 went from 12.0–19.3 µs (median 17.0) to 8.4–13.1 µs
+    /// (median 9.0), seven suite runs each; empty operations at width CPUs unchanged; at width 1 the spin still
+    /// pays (round trips 16–26 µs with it, 53–60 µs without, in a probe).
+    static func spinningAllowed(width: Int) -> Bool { width == 1 }
+
     /// A worker wants to spin; returns false if another one already does (then it parks instead).
     mutating func beginSpin() -> Bool {
         if self.spinning { return false }
@@ -316,10 +272,27 @@ struct IdleWorkers {
         return plan
     }
 
-    private mutating func popIdle() -> ThreadParker? {
+    /// How far into the idle line a wake looks for a worker that parked on the waker's CPU (so a wake stays O(1)).
+    static let cpuScan = 4
+
+    /// Takes the first of the first `cpuScan` parked workers that parked on `cpu`, or else the first in line.
+    private mutating func popIdle(preferring cpu: Int32 = -1) -> ThreadParker? {
         guard let first = self.idleFirst else { return nil }
-        self.removeFromIdle(first)
-        return first
+        var chosen = first
+        if cpu >= 0 {
+            var candidate: ThreadParker? = first
+            var looked = 0
+            while let c = candidate, looked < IdleWorkers.cpuScan {
+                if c.lastCPU == cpu {
+                    chosen = c
+                    break
+                }
+                candidate = c.nextParked
+                looked += 1
+            }
+        }
+        self.removeFromIdle(chosen)
+        return chosen
     }
 
     /// Unlinks `parker` from the idle line, wherever it is.

@@ -11,9 +11,9 @@ import CShim
 /// so the unlock-then-unpark order loses nothing.
 ///
 /// Fields: `cell` (the futex word; atomics in C, any thread); `nextParked`, `previousParked`, `inIdleLine`,
-/// `signalledAt` (under `QueueCore.lock`: the idle line's links, the previous one unowned since the line owns its
-/// members through `nextParked` and `IdleWorkers.idleFirst`; whether this parker is in it; when a wake decision
-/// popped it);
+/// `signalledAt`, `lastCPU` (under `QueueCore.lock`: the idle line's links, the previous one unowned since the line
+/// owns its members through `nextParked` and `IdleWorkers.idleFirst`; whether this parker is in it; when a wake
+/// decision popped it; the CPU its owner was on when it joined the line, or -1, for `IdleWorkers`' choice);
 /// `nextToWake` (a `WakePlan`'s chain: written under the lock by the decision, read and cleared by the waker
 /// before it unparks; nobody else touches it between the pop and the unpark, because a popped worker is not in
 /// the idle line again until it has taken that unpark's notification, even after a spurious return: see
@@ -30,6 +30,7 @@ final class ThreadParker: @unchecked Sendable {
     @exclusivity(unchecked) var inIdleLine = false
     @exclusivity(unchecked) var signalledAt: UInt64 = 0
     @exclusivity(unchecked) var nextToWake: ThreadParker? = nil
+    @exclusivity(unchecked) var lastCPU: Int32 = -1
 
     init() {
         self.cell = .allocate(capacity: 1)
