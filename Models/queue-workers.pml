@@ -223,7 +223,7 @@
 /* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:228 "self.drainInboxLocked()  // 3. admit the inbox" */
 /* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:229 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
 /* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "self.publishIdleLocked()  // 5. the places just reserved" */
-/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:125 "self.perform(self.spawnRetried())" */
+/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:126 "self.perform(self.spawnRetried())" */
 /* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:133 "guard canDispatch, !shuttingDown else { return .none }" */
 /* [I_COMING]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:145 "if self.takerComing(inFlightBelow: inFlightBelow) { return .none }" */
 /* [I_TAKERCOMING]   PIN Sources/Spindle/Queue/State/IdleWorkers.swift:161 "func takerComing(inFlightBelow: Int = 1) -> Bool { self.spinning || self.wakeupsInFlight >= inFlightBelow }" */

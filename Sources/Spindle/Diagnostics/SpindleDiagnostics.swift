@@ -4,13 +4,15 @@ import Synchronization
 /// could not be started for a queue, a joinable thread released without `join()`, the deadline timer failing
 /// to start. Delivered to the handler set with `SpindleDiagnostics.setHandler`.
 public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible {
-    /// A queue could not start a worker thread (`pthread_create` failed with `errno`). Its ready operations
-    /// were handed to an idle worker if there was one; otherwise the queue tries again after `retryNanoseconds`,
-    /// on the deadline timer's thread (if that thread cannot start either: on the thread whose start failed, which
-    /// waits that long, when the queue has no worker; else at its next event). The wait doubles on each failure in
-    /// a row, from 1 ms up to 1 s.
+    /// A queue, or a `SpindleThreadPool` (`queue` is then the pool's name), could not start a worker thread
+    /// (`pthread_create` failed with `errno`). Its ready operations were handed to an idle worker if there was one;
+    /// otherwise the queue tries again after `retryNanoseconds`, on the deadline timer's thread (if that thread
+    /// cannot start either: on the thread whose start failed, which waits that long, when the queue has no worker,
+    /// or when every thread of the pool is blocked in a wait; else at its next event). The wait doubles on each
+    /// failure in a row, from 1 ms up to 1 s. A pool reports a `retryNanoseconds` of 0 when it needs no retry
+    /// (threads on their way take every request waiting, or a retry is already pending).
     case workerSpawnFailed(queue: String, errno: Int32, retryNanoseconds: UInt64)
-    /// A queue started a worker thread again after `failures` failed attempts in a row.
+    /// A queue (or a pool) started a worker thread again after `failures` failed attempts in a row.
     case workerSpawnRecovered(queue: String, failures: Int)
     /// A block operation could not start a helper thread for its extra blocks (`errno`); the threads already
     /// taking part ran them instead (fewer at once, none lost).

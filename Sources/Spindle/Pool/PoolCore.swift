@@ -26,7 +26,9 @@ import CShim
 /// it has nothing to do and the pool is shutting down. A start that
 /// fails frees its place and, when requests wait that no thread on its way will take, schedules a retry on the
 /// process timer (1 ms, doubling with each failure in a row, at most 1 s); until it runs no decision starts a
-/// thread. If the timer's own thread cannot start, the retry is dropped and the next request or wait tries again.
+/// thread. If the timer's own thread cannot start either: when every live thread is blocked in a wait (so no serve
+/// ends and no request or wait may come to try again), the thread whose start failed runs the retry itself after
+/// the backoff (`startThread`); otherwise the retry is dropped and the next request or wait tries again.
 ///
 /// The target: `threadCount` threads serve at once. A pool thread that blocks in one of Spindle's waits
 /// (`waitUntilFinished`, `waitUntilAllOperationsAreFinished`, `awaitTermination`, `addOperationAndWait`, a semaphore,
@@ -112,19 +114,47 @@ final class PoolCore: @unchecked Sendable {
 
     /// Unparks and starts what a decision chose. Caller holds no lock.
     private func perform(_ plan: Plan) {
-        var next = plan.firstWake
+        PoolCore.unpark(plan.firstWake)
+        for _ in 0..<plan.starts { self.startThread() }
+    }
+
+    /// Unparks the chain of parkers a decision took. Caller holds no lock.
+    private static func unpark(_ first: ThreadParker?) {
+        var next = first
         while let parker = next {
             next = parker.nextToWake
             parker.nextToWake = nil
             parker.unpark()
         }
-        for _ in 0..<plan.starts { self.startThread() }
     }
 
     // MARK: - The threads
 
-    /// Starts the thread for a reserved place; on failure frees it (see the type's notes).
+    /// Starts the thread for a reserved place; on failure frees it (see the type's notes). When neither the thread
+    /// nor the timer's thread could start and no thread of the pool would come back for the requests, the retry
+    /// runs here, after its backoff: a loop, not a recursion, that ends when the starts it decides succeed, or the
+    /// backoff reaches its cap (about 1 s in all), or a thread is free to serve again.
     private func startThread() {
+        guard var delay = self.startOne() else { return }
+        while true {
+            QueueCore.pause(nanoseconds: delay)
+            let plan = self.lock.withLock {
+                self.retryPending = false
+                return self.decideLocked()
+            }
+            PoolCore.unpark(plan.firstWake)
+            var failedAgain: UInt64? = nil
+            for _ in 0..<plan.starts {
+                if let next = self.startOne() { failedAgain = next }
+            }
+            guard let next = failedAgain else { return }
+            delay = next
+        }
+    }
+
+    /// One start for a reserved place. Returns nil when it started, or when it failed and the retry is scheduled
+    /// or left to the next event; else the backoff after which the caller runs the retry itself.
+    private func startOne() -> UInt64? {
         let index = self.lock.withLock {
             self.started += 1
             return self.started
@@ -133,12 +163,11 @@ final class PoolCore: @unchecked Sendable {
         do {
             thread = try SpindleThread.spawnJoinable(name: "spindle.p\(index)") { [self] in self.threadLoop() }
         } catch {
-            self.threadFailedToStart(error)
-            return
+            return self.threadFailedToStart(error)
         }
         var exited: [SpindleThread] = []
-        self.lock.withLock {
-            self.spawnFailures = 0
+        let recoveredFrom = self.lock.withLock {
+            defer { self.spawnFailures = 0 }
             if let i = self.retiredEarly.firstIndex(of: ObjectIdentifier(thread)) {
                 self.retiredEarly.remove(at: i)
                 thread.relinquish()  // it retired already: detached, as it would have detached itself
@@ -147,8 +176,13 @@ final class PoolCore: @unchecked Sendable {
             } else {
                 self.threads.append(thread)
             }
+            return self.spawnFailures
         }
         PoolCore.join(exited)
+        if recoveredFrom > 0 {
+            SpindleDiagnostics.report(.workerSpawnRecovered(queue: self.name, failures: recoveredFrom))
+        }
+        return nil
     }
 
     /// A thread's life: serve requests; park when there are none; leave when shutting down or surplus.
@@ -201,8 +235,11 @@ final class PoolCore: @unchecked Sendable {
         context.poolOf = nil
     }
 
-    /// A start failed: free the place; if requests wait that no thread on its way will take, retry later.
-    private func threadFailedToStart(_ error: SpindleError) {
+    /// A start failed: free the place; if requests wait that no thread on its way will take, retry later, on the
+    /// timer's thread. Returns the backoff when that thread cannot start either and the caller must run the retry
+    /// itself: every live thread is blocked in a wait (none would come back for the requests, and no later wait
+    /// or request may come to try again), the pool is not shutting down, and the backoff is below its cap.
+    private func threadFailedToStart(_ error: SpindleError) -> UInt64? {
         var errno: Int32 = -1
         if case .system(_, let code) = error { errno = code }
         let delay: UInt64? = self.lock.withLock {
@@ -216,13 +253,18 @@ final class PoolCore: @unchecked Sendable {
             return IdleWorkers.retryDelay(afterFailures: self.spawnFailures)
         }
         SpindleDiagnostics.report(.workerSpawnFailed(queue: self.name, errno: errno, retryNanoseconds: delay ?? 0))
-        guard let delay else { return }
+        guard let delay else { return nil }
         let retry = Retry(pool: self, after: delay)
         let timerFailure = DeadlineTimer.shared.insert(retry)
-        guard timerFailure != 0 else { return }
+        guard timerFailure != 0 else { return nil }
         DeadlineTimer.shared.remove(retry)
-        self.lock.withLock { self.retryPending = false }  // the next request tries again
+        let inPlace = self.lock.withLock {
+            let inPlace = self.live <= self.blocked && !self.shuttingDown && delay < IdleWorkers.maximumRetryDelay
+            if !inPlace { self.retryPending = false }  // a thread serving, or the next request or wait, tries again
+            return inPlace
+        }
         SpindleDiagnostics.report(.deadlineTimerFailedToStart(errno: timerFailure))
+        return inPlace ? delay : nil
     }
 
     /// A retry of a failed start, on the process timer.

@@ -113,8 +113,9 @@ extension QueueCore {
         }
     }
 
-    /// Waits `nanoseconds` on this thread (the in-place retry's backoff), through interruptions.
-    private static func pause(nanoseconds: UInt64) {
+    /// Waits `nanoseconds` on this thread (the in-place retry's backoff, here and in `PoolCore`), through
+    /// interruptions.
+    static func pause(nanoseconds: UInt64) {
         var pause = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
         var remaining = timespec()
         while nanosleep(&pause, &remaining) != 0 && errno == EINTR { pause = remaining }

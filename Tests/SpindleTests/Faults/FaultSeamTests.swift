@@ -146,6 +146,49 @@ import Testing
         }
     }
 
+    @Test func aPoolWhoseThreadsAllWaitAndWhoseStandInAndTimerCannotStartRetriesOnTheWaitingThread() async {
+        // A process of its own, as above. The pool's one thread runs `first`, which adds `second` (no thread is free
+        // to take it) and waits for it in a Spindle wait, so the pool starts a stand-in: that start fails, then the
+        // timer's. Every thread of the pool is blocked, so no serve ends and no request or wait comes to try
+        // again: the waiting thread runs the retry itself before it blocks.
+        await #expect(processExitsWith: .success) {
+            let log = EventLog()
+            SpindleDiagnostics.setHandler { log.append($0) }
+            let queue: SpindleOperationQueue, secondRan: SpindleSemaphore
+            do {
+                let pool = try SpindleThreadPool(name: "faults.pool", threadCount: 1)
+                queue = try SpindleOperationQueue(name: "faults.onpool", maxConcurrentOperationCount: 2, pool: pool)
+                secondRan = try SpindleSemaphore()
+            } catch {
+                exit(2)
+            }
+            let firstDone = OracleSemaphore()
+            let served = Atomic<Bool>(false)
+            queue.addOperation {
+                SpindleFaults.inject(.threadCreate, .next(2), onlyOnThisThread: true)
+                queue.addOperation { secondRan.signal() }
+                served.store(secondRan.wait(timeout: .seconds(30)), ordering: .relaxed)
+                firstDone.post()
+            }
+            guard firstDone.wait(seconds: 60) else { exit(3) }
+            guard served.load(ordering: .relaxed) else { exit(4) }  // stranded: nobody ran the retry
+            guard SpindleFaults.injected(.threadCreate) == 2 else { exit(5) }
+            let events = log.waitFor(3) {
+                switch $0 {
+                case .workerSpawnFailed, .workerSpawnRecovered, .deadlineTimerFailedToStart: true
+                default: false
+                }
+            }
+            guard events == [
+                .workerSpawnFailed(queue: "faults.pool", errno: EAGAIN, retryNanoseconds: 1_000_000),
+                .deadlineTimerFailedToStart(errno: EAGAIN),
+                .workerSpawnRecovered(queue: "faults.pool", failures: 1),
+            ] else { exit(6) }
+            do { try queue.waitUntilAllOperationsAreFinished() } catch { exit(7) }
+            exit(0)
+        }
+    }
+
     @Test func aFreeSlotRunsAReadyOperationWhileTheOtherWorkerNeverFinishesAndItsThreadFailedToStart() throws {
         try self.withFaults { _ in
             let queue = try SpindleOperationQueue(name: "faults.later", maxConcurrentOperationCount: 2)
