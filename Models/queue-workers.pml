@@ -56,11 +56,13 @@
  *      once. Thread names and indices, joins, diagnostics reports, spawnFailures and the retry's backoff are
  *      left out: the timer fires each scheduled retry at any time after it was inserted (no clock).
  *      DeadlineTimer.insert never fails, except with -DTIMER_CAN_FAIL (once). Then (IdleWorkers.timerRefusedRetry)
- *      with no worker started ([I_INPLACEQ]: threads == 0, A3: workers never exit) the thread whose start failed
- *      runs the retry itself after the backoff (QueueCore.retryInPlace: the retry's event, then the starts it
- *      decided, in a loop): the same steps as the timer's fire, on another thread, later; the model's timer
- *      process stands for whichever thread runs them ([F_INPLACE]). With a worker started, nobody runs it
- *      ([I_DROP]: retryPending cleared, the next event starts a thread). The in-place loop's 1 s cap (after it,
+ *      when the thread whose start failed is not a worker of the queue (an adder, the timer, the widener:
+ *      [F_CALLER], each process's constant isWorker) or no worker is started ([I_INPLACEQ]: threads == 0, A3:
+ *      workers never exit), that thread runs the retry itself after the backoff (QueueCore.retryInPlace: the
+ *      retry's event, then the starts it decided, in a loop): the same steps as the timer's fire, on another
+ *      thread, later; the model's timer process stands for whichever thread runs them ([F_INPLACE]). When a
+ *      worker's start of another worker failed and a worker is started, nobody runs it ([I_DROP]: retryPending
+ *      cleared, a worker comes back for the work or the next event starts a thread; ghost workerDrops). The in-place loop's 1 s cap (after it,
  *      nobody runs the retry either) is left out: the model has no clock.
  *   A6 A worker's own state: `finished`/`dropped` and `drops` are booleans (whether the unlocked gaps
  *      [W_RELEASEQ] and [W_DROPSQ] come before the next park; dropBatch, 256, is never reached).
@@ -89,10 +91,12 @@
  *   run's final state, stutter-extended):
  *     ltl all_run: <> [] (ntaken == NOPS || stuck == limit)   (P1 as a formula).
  *   With -DTIMER_CAN_FAIL, P1 and all_run are weakened by the documented exception: when the timer cannot take a
- *   retry and a worker is in its loop, that worker is left to come back for the work (it must not sleep holding
- *   an operation it has taken), so the work may wait if every started worker is busy for ever
- *   (timerFails > 0 && stuck == threads && threads > 0). Nothing else may be left: in particular a queue with no
- *   worker is never stranded (BROKEN_TIMER_FAILURE_STRANDS, the old drop, is caught).
+ *   retry after a worker's start of another worker failed, and a worker is in its loop, the workers are left to
+ *   come back for the work (the failing one must not sleep holding an operation it has taken), so the work may
+ *   wait if every started worker is busy for ever (workerDrops && stuck == threads && threads > 0). Nothing else
+ *   may be left: a queue with no worker is never stranded (BROKEN_TIMER_FAILURE_STRANDS, the old drop, is
+ *   caught), nor is an add while every worker is busy for ever (BROKEN_ADDER_LEAVES_RETRY, the code before, is
+ *   caught).
  *
  * FOUND BY THIS MODEL, AND FIXED: retrySpawn drained the inbox before it published the cleared retryPending,
  *   the wrong order for the Dekker pairing of IdleHints: an add between the two read the old word ("no thread
@@ -119,6 +123,9 @@
  *   -DBROKEN_SPAWN_FAILURE_STRANDS  the failure path before the fix: it frees the place and nothing else (no
  *                                   retryPending, no drain, no wake, no retry): the work the start was for is
  *                                   stranded.
+ *   -DBROKEN_ADDER_LEAVES_RETRY     (with -DTIMER_CAN_FAIL) the code before the adders ran the retry: in place
+ *                                   only with no worker started; an adder whose start failed while the one
+ *                                   worker was busy for ever dropped the retry, and its operation was stranded.
  *   -DBROKEN_TIMER_FAILURE_STRANDS  (with -DTIMER_CAN_FAIL) the code before the in-place retry: when the
  *                                   DeadlineTimer.insert fails the retry is always dropped (retryPending cleared
  *                                   and published, the next event left to start a thread): with no worker and
@@ -199,31 +206,31 @@
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:206 "let link = self.ready.popHighest()!" */
 /* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:207 "self.stats.noteRunning(self.slots.take())" */
-/* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:43 "override func fire() { self.core.retrySpawn() }" */
-/* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:56 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
-/* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:58 "return self.threadFailedToStart(error)" */
-/* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:61 "self.lock.lock()" */
-/* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:62 "let recoveredFrom = self.idle.threadStarted(thread)" */
-/* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:63 "self.publishIdleLocked()" */
+/* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:48 "override func fire() { self.core.retrySpawn() }" */
+/* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:61 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
+/* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:63 "return self.threadFailedToStart(error)" */
+/* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:66 "self.lock.lock()" */
+/* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:67 "let recoveredFrom = self.idle.threadStarted(thread)" */
+/* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:68 "self.publishIdleLocked()" */
 /* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:212 "self.lock.lock()" */
 /* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:213 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
 /* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:214 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
 /* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:215 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
 /* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:216 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
-/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:80 "self.perform(after)" */
-/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:85 "let timerFailure = DeadlineTimer.shared.insert(retry)" */
-/* [F_REMOVE]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:87 "DeadlineTimer.shared.remove(retry)  // else it waits in the heap and fires whenever the timer starts" */
-/* [F_REFUSEDLOCK]   PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:88 "let inPlace = self.lock.withLock {" */
-/* [F_REFUSEDPUBLISH] PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:90 "self.publishIdleLocked()  // not in place: threads may start again" */
-/* [F_INPLACE]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:48 "if let delay = self.startWorker(index) { self.retryInPlace(after: delay) }" */
-/* [S_RETRYINPLACE]  PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:104 "var after = self.spawnRetried()" */
+/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:85 "self.perform(after)" */
+/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:90 "let timerFailure = DeadlineTimer.shared.insert(retry)" */
+/* [F_REMOVE]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:92 "DeadlineTimer.shared.remove(retry)  // else it waits in the heap and fires whenever the timer starts" */
+/* [F_REFUSEDLOCK]   PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:94 "let inPlace = self.lock.withLock {" */
+/* [F_REFUSEDPUBLISH] PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:97 "self.publishIdleLocked()  // not in place: threads may start again" */
+/* [F_INPLACE]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:53 "if let delay = self.startWorker(index) { self.retryInPlace(after: delay) }" */
+/* [S_RETRYINPLACE]  PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:111 "var after = self.spawnRetried()" */
 /* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:225 "self.lock.lock()" */
 /* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:226 "self.idle.retryStarted()  // 1. threads may start again" */
 /* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:227 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
 /* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:228 "self.drainInboxLocked()  // 3. admit the inbox" */
 /* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:229 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
 /* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:230 "self.publishIdleLocked()  // 5. the places just reserved" */
-/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:126 "self.perform(self.spawnRetried())" */
+/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:133 "self.perform(self.spawnRetried())" */
 /* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:133 "guard canDispatch, !shuttingDown else { return .none }" */
 /* [I_COMING]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:145 "if self.takerComing(inFlightBelow: inFlightBelow) { return .none }" */
 /* [I_TAKERCOMING]   PIN Sources/Spindle/Queue/State/IdleWorkers.swift:161 "func takerComing(inFlightBelow: Int = 1) -> Bool { self.spinning || self.wakeupsInFlight >= inFlightBelow }" */
@@ -236,23 +243,24 @@
 /* [I_FAILFREE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:180 "self.starting -= 1" */
 /* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:182 "self.retryPending = true" */
 /* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:196 "mutating func retryStarted() { self.retryPending = false }" */
-/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:203 "if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }" */
-/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:204 "self.retryPending = false" */
-/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:230 "self.spinning = true" */
-/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:237 "self.spinning = false" */
-/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:243 "self.parked += 1" */
-/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:255 "self.parked -= 1" */
-/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:261 "self.wakeupsInFlight -= 1" */
-/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:256 "if parker.inIdleLine {" */
-/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:257 "self.removeFromIdle(parker)" */
-/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:244 "parker.inIdleLine = true" */
-/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:294 "self.removeFromIdle(chosen)" */
-/* [I_HCOMING]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:335 "if self.takerComing() { word |= IdleHints.takerComingBit }" */
-/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:336 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
-/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:337 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
-/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:343 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
-/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:344 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
-/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:345 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
+/* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:205 "if (!callerIsWorker || self.live <= 0) && !shuttingDown && delay < IdleWorkers.maximumRetryDelay {" */
+/* [F_CALLER]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:93 "let callerIsWorker = ThreadContext.withCurrent { $0.workerOf === self }" */
+/* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:208 "self.retryPending = false" */
+/* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:234 "self.spinning = true" */
+/* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:241 "self.spinning = false" */
+/* [I_PARKING]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:247 "self.parked += 1" */
+/* [I_UNPARK]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:259 "self.parked -= 1" */
+/* [I_CONSUME]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:265 "self.wakeupsInFlight -= 1" */
+/* [I_NOTPOPPED]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:260 "if parker.inIdleLine {" */
+/* [I_LEAVELINE]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:261 "self.removeFromIdle(parker)" */
+/* [I_JOINLINE]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:248 "parker.inIdleLine = true" */
+/* [I_POP]           PIN Sources/Spindle/Queue/State/IdleWorkers.swift:298 "self.removeFromIdle(chosen)" */
+/* [I_HCOMING]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:339 "if self.takerComing() { word |= IdleHints.takerComingBit }" */
+/* [I_HPARKED]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:340 "if self.idleFirst != nil { word |= IdleHints.parkedBit }" */
+/* [I_HCANSPAWN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:341 "if self.server == .ownThreads && self.threadCount < limit && !self.retryPending { word |= IdleHints.canSpawnBit }" */
+/* [I_CHECK1]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:347 "self.wakeupsInFlight >= 0 && self.wakeupsInFlight <= self.parked && self.starting >= 0" */
+/* [I_CHECKLINE]    PIN Sources/Spindle/Queue/State/IdleWorkers.swift:348 "&& self.idleCount == self.parked - self.wakeupsInFlight && (self.idleCount == 0) == (self.idleFirst == nil)" */
+/* [I_CHECK2]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:349 "&& self.parked + (self.spinning ? 1 : 0) <= self.threadCount && self.threadCount >= 0" */
 /* [C_PARK]        PIN CShim/shim.c:120 "if (__atomic_fetch_sub(&parker->state, 1u, __ATOMIC_ACQUIRE) == CSHIM_PARKER_NOTIFIED) return 0;" */
 /* [C_PARKWAIT]    PIN CShim/shim.c:123 "syscall(SYS_futex, &parker->state, FUTEX_WAIT_PRIVATE, CSHIM_PARKER_PARKED, NULL, NULL, 0);" */
 /* [C_PARKTAKE]    PIN CShim/shim.c:125 "if (__atomic_compare_exchange_n(&parker->state, &expected, CSHIM_PARKER_EMPTY, 0, __ATOMIC_ACQUIRE," */
@@ -369,6 +377,7 @@ byte stuck = 0;                             /* operations taken that never finis
 byte fails = 0;                             /* thread starts failed */
 byte spur = 0;                              /* spurious returns from a park happened */
 byte timerFails = 0;                        /* timer inserts failed (-DTIMER_CAN_FAIL only) */
+bool workerDrops = false;                   /* a worker whose start failed left the retry ([I_DROP]) */
 
 #define THREADCOUNT (threads + starting)
 #define CANDISPATCH (nready > 0 && running < limit)              /* [SL_CANDISPATCH] (never suspended) */
@@ -384,7 +393,7 @@ byte timerFails = 0;                        /* timer inserts failed (-DTIMER_CAN
 #endif
 /* Progress: every operation added has been taken, unless every slot is held by one that never finishes. */
 #ifdef TIMER_CAN_FAIL
-#define ALL_RAN (ntaken == NOPS || stuck == limit || (timerFails > 0 && threads > 0 && stuck == threads))
+#define ALL_RAN (ntaken == NOPS || stuck == limit || (workerDrops && threads > 0 && stuck == threads))
 #else
 #define ALL_RAN (ntaken == NOPS || stuck == limit)
 #endif
@@ -506,8 +515,13 @@ inline spawnFailed() {
             !mtx -> mtx = true;                              /* [F_REFUSEDLOCK] */
 #ifndef BROKEN_TIMER_FAILURE_STRANDS
             if
-            :: threads == 0 -> retries++                     /* [I_INPLACEQ] [F_INPLACE] [S_RETRYINPLACE] (A5) */
-            :: else -> retryPending = false                  /* [I_DROP] the next event starts a thread */
+#ifndef BROKEN_ADDER_LEAVES_RETRY
+            :: threads == 0 || !isWorker -> retries++        /* [F_CALLER] [I_INPLACEQ] [F_INPLACE] [S_RETRYINPLACE] (A5) */
+            :: else -> retryPending = false; workerDrops = true  /* [I_DROP] a worker comes back, or the next event */
+#else
+            :: threads == 0 -> retries++                     /* the code before: in place only with no worker */
+            :: else -> retryPending = false; workerDrops = isWorker
+#endif
             fi;
 #else
             retryPending = false;                            /* the old code: always dropped */
@@ -549,6 +563,7 @@ inline perform(a) {
  * held throughout, cut after each access to the inbox or the hint word (A1). Every path that goes back to the
  * loop head ends with the head's drain ([W_LOOP] [W_DRAIN]) in its last locked step. */
 proctype worker(byte me) {
+    bool isWorker = true;                   /* ThreadContext.workerOf === this queue ([F_CALLER]) */
     byte act = NONE, act2 = NONE, room = 0, below = 0, fsig = 0, fspawn = 0, op = 0;
     bool maySpin = true, fin = false, drops = false, waits = false, forever = false, notified = false, popped = false;
 
@@ -678,6 +693,7 @@ end_park:   if
 /* ---------------------------------------------------------------------------------------------------------
  * adder(first, n): n calls of addOperation (the lock-free hot path, pushClaimed), operations first..first+n-1. */
 proctype adder(byte first; byte n) {
+    bool isWorker = false;
     byte i = 0, act = NONE, act2 = NONE, room = 0, below = 0, fsig = 0, fspawn = 0;
     do
     :: i < n ->
@@ -702,6 +718,7 @@ proctype adder(byte first; byte n) {
  * timer(): the process timer's thread, as far as this queue goes: fires each scheduled SpawnRetry, at any time
  * after it was inserted (A5). */
 proctype timer() {
+    bool isWorker = false;
     byte act = NONE, act2 = NONE, room = 0, below = 0, fsig = 0, fspawn = 0, nsig = 0, nspawn = 0;
 end_idle:
     do
@@ -742,6 +759,7 @@ active proctype quiescence() {
 /* ---------------------------------------------------------------------------------------------------------
  * widener(): one call of setMaxConcurrentOperationCount raising the width from 1 to LIMIT (-DRAISE_WIDTH). */
 proctype widener() {
+    bool isWorker = false;
     byte act2 = NONE, room = 0, below = 0, nsig = 0, nspawn = 0, fsig = 0, fspawn = 0;
     atomic { !mtx -> mtx = true; drainInbox(); inv() };      /* [WD_ADMIT] lockAndAdmit: lock, drain */
     atomic { limit = LIMIT; hint = HINTW; inv() };           /* [WD_SET] [WD_PUBLISH] */

@@ -7,8 +7,9 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
     /// A queue, or a `SpindleThreadPool` (`queue` is then the pool's name), could not start a worker thread
     /// (`pthread_create` failed with `errno`). Its ready operations were handed to an idle worker if there was one;
     /// otherwise the queue tries again after `retryNanoseconds`, on the deadline timer's thread (if that thread
-    /// cannot start either: on the thread whose start failed, which waits that long, when the queue has no worker,
-    /// or when every thread of the pool is blocked in a wait; else at its next event). The wait doubles on each
+    /// cannot start either: on the thread whose start failed, which waits that long, when that thread is not one of
+    /// the queue's workers or the queue has no worker, or when every thread of the pool is blocked in a wait; else
+    /// when a worker comes back for the work, or at the queue's next event). The wait doubles on each
     /// failure in a row, from 1 ms up to 1 s. A pool reports a `retryNanoseconds` of 0 when it needs no retry
     /// (threads on their way take every request waiting, or a retry is already pending).
     case workerSpawnFailed(queue: String, errno: Int32, retryNanoseconds: UInt64)

@@ -19,16 +19,21 @@ import Glibc
 /// If the timer thread itself cannot start (the process's first timer entry came while it was out of threads),
 /// the retry is taken back out of the timer (it would fire late, on top of whoever runs it) and
 /// `IdleWorkers.timerRefusedRetry` decides who runs it:
-/// - no worker of this queue is in its loop (nothing else would come for the work: a fresh queue whose adds are
-///   done would wait for ever) and the backoff is below its 1 s cap: the thread whose start failed runs it
-///   (`retryInPlace`): with `retryPending` still set, it waits out the backoff, runs the retry's event
-///   (`spawnRetried`), then starts the threads that event reserved, in a loop, until a start succeeds, the timer
-///   takes a retry, or the cap is reached. The caller of the add (or the termination wait) is held for that time,
-///   about 1 s at most (1 + 2 + … + 512 ms);
-/// - otherwise nobody: `retryPending` is cleared and the queue's next event starts a thread. A live worker comes
-///   back for the work by itself (it must not sleep here: it may hold an operation it has taken and not yet run);
-///   past the cap the process is taken to be out of threads for good, and no caller is held longer.
-/// (Before, the retry was always dropped: the fault pass stranded a fresh queue's operations that way.)
+/// - the thread whose start failed is not one of this queue's workers (an adding thread, the termination wait),
+///   or no worker of this queue is in its loop (nothing else would come for the work: a fresh queue whose adds
+///   are done would wait for ever), and the backoff is below its 1 s cap: that thread runs it (`retryInPlace`):
+///   with `retryPending` still set, it waits out the backoff, runs the retry's event (`spawnRetried`), then starts
+///   the threads that event reserved, in a loop, until a start succeeds, the timer takes a retry, or the cap is
+///   reached. The caller of the add (or the termination wait) is held for that time, about 1 s at most
+///   (1 + 2 + … + 512 ms). The workers may all be busy for ever (an operation waiting for the one being added), so
+///   an adding thread does not leave the retry to them;
+/// - otherwise nobody: `retryPending` is cleared and a worker comes back for the work by itself, or the queue's
+///   next event starts a thread. A worker must not sleep here: it may hold an operation it has taken and not yet
+///   run (so the work may wait if every other worker is busy for ever: the one case left, see
+///   `Models/queue-workers.pml`); past the cap the process is taken to be out of threads for good, and no caller
+///   is held longer.
+/// (Before, the retry was always dropped: the fault pass stranded a fresh queue's operations that way; then it
+/// was run in place only when the queue had no worker: an add while every worker waited for it stranded it.)
 extension QueueCore {
     /// A scheduled retry of a failed thread start (an entry of the process timer). Holds the core strongly until
     /// it fires (at most 1 s after a failure); a core shut down meanwhile starts nothing.
@@ -85,8 +90,10 @@ extension QueueCore {
         let timerFailure = DeadlineTimer.shared.insert(retry)
         guard timerFailure != 0 else { return nil }
         DeadlineTimer.shared.remove(retry)  // else it waits in the heap and fires whenever the timer starts
+        let callerIsWorker = ThreadContext.withCurrent { $0.workerOf === self }
         let inPlace = self.lock.withLock {
-            let inPlace = self.idle.timerRefusedRetry(delay: delay, shuttingDown: self.shuttingDown)
+            let inPlace = self.idle.timerRefusedRetry(
+                delay: delay, shuttingDown: self.shuttingDown, callerIsWorker: callerIsWorker)
             self.publishIdleLocked()  // not in place: threads may start again
             return inPlace
         }

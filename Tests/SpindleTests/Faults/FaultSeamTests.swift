@@ -146,6 +146,46 @@ import Testing
         }
     }
 
+    @Test func anAddWhoseWorkerAndTimerCannotStartRetriesItselfWhileEveryWorkerWaitsForIt() async {
+        // A process of its own, as above. The queue's one worker runs `first`, which waits for `second`; the add of
+        // `second` needs a second worker, whose start fails, then the timer's. The busy worker will not come back
+        // until `second` has run, and no later event comes: the adding thread runs the retry itself.
+        await #expect(processExitsWith: .success) {
+            let log = EventLog()
+            SpindleDiagnostics.setHandler { log.append($0) }
+            let queue: SpindleOperationQueue
+            do { queue = try SpindleOperationQueue(name: "faults.busy", maxConcurrentOperationCount: 2) } catch {
+                exit(2)
+            }
+            let firstRunning = OracleSemaphore(), secondRan = OracleSemaphore(), firstDone = OracleSemaphore()
+            let served = Atomic<Bool>(false)
+            queue.addOperation {
+                firstRunning.post()
+                served.store(secondRan.wait(seconds: 30), ordering: .relaxed)
+                firstDone.post()
+            }
+            guard firstRunning.wait() else { exit(3) }
+            SpindleFaults.inject(.threadCreate, .next(2), onlyOnThisThread: true)
+            queue.addOperation { secondRan.post() }  // returns once the retry started a worker
+            guard firstDone.wait(seconds: 60) else { exit(4) }
+            guard served.load(ordering: .relaxed) else { exit(5) }  // stranded: nobody ran the retry
+            guard SpindleFaults.injected(.threadCreate) == 2 else { exit(6) }
+            let events = log.waitFor(3) {
+                switch $0 {
+                case .workerSpawnFailed, .workerSpawnRecovered, .deadlineTimerFailedToStart: true
+                default: false
+                }
+            }
+            guard events == [
+                .workerSpawnFailed(queue: "faults.busy", errno: EAGAIN, retryNanoseconds: 1_000_000),
+                .deadlineTimerFailedToStart(errno: EAGAIN),
+                .workerSpawnRecovered(queue: "faults.busy", failures: 1),
+            ] else { exit(7) }
+            do { try queue.waitUntilAllOperationsAreFinished() } catch { exit(8) }
+            exit(0)
+        }
+    }
+
     @Test func aPoolWhoseThreadsAllWaitAndWhoseStandInAndTimerCannotStartRetriesOnTheWaitingThread() async {
         // A process of its own, as above. The pool's one thread runs `first`, which adds `second` (no thread is free
         // to take it) and waits for it in a Spindle wait, so the pool starts a stand-in: that start fails, then the

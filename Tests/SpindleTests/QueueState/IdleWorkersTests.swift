@@ -64,14 +64,14 @@ import Testing
         #expect(idle.check())
     }
 
-    @Test func whenTheTimerRefusesTheRetryTheFailingThreadRunsItOnlyWithNoWorkerAndBelowTheCap() {
+    @Test func whenTheTimerRefusesTheRetryTheFailingThreadRunsItUnlessItIsAWorkerOrTheCapIsReached() {
         // No worker in its loop, backoffs 1 ms … 512 ms: the failing thread runs the retry; retryPending stays set.
         var fresh = IdleWorkers(servedByRunLoop: false)
         for failures in 1...10 {
             #expect(fresh.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 1, limit: 2) == .spawn(0))
             let delay = fresh.threadFailedToStart()
             #expect(delay == IdleWorkers.retryDelay(afterFailures: failures))
-            let inPlace = fresh.timerRefusedRetry(delay: delay, shuttingDown: false)
+            let inPlace = fresh.timerRefusedRetry(delay: delay, shuttingDown: false, callerIsWorker: false)
             #expect(inPlace)
             let word = fresh.hintWord(limit: 2)
             #expect(fresh.retryPending && word & IdleHints.canSpawnBit == 0)
@@ -81,25 +81,32 @@ import Testing
         #expect(fresh.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 1, limit: 2) == .spawn(0))
         let capped = fresh.threadFailedToStart()
         #expect(capped == IdleWorkers.maximumRetryDelay)
-        let cappedInPlace = fresh.timerRefusedRetry(delay: capped, shuttingDown: false)
+        let cappedInPlace = fresh.timerRefusedRetry(delay: capped, shuttingDown: false, callerIsWorker: false)
         #expect(!cappedInPlace)
         let cappedWord = fresh.hintWord(limit: 2)
         #expect(!fresh.retryPending && cappedWord & IdleHints.canSpawnBit != 0)
 
-        // A worker in its loop (maybe the caller, holding an operation it has not run yet): never in place.
+        // A worker in its loop, and the caller is a worker (it may hold an operation it has not run yet): not in
+        // place; the retry is dropped and the next event starts a thread.
         var (busy, _) = self.pool(started: 1)
         #expect(busy.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 2, limit: 2) == .spawn(1))
         let delay = busy.threadFailedToStart()
-        let busyInPlace = busy.timerRefusedRetry(delay: delay, shuttingDown: false)
+        let busyInPlace = busy.timerRefusedRetry(delay: delay, shuttingDown: false, callerIsWorker: true)
         #expect(!busyInPlace)
         #expect(!busy.retryPending)
         #expect(busy.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 2, limit: 2) == .spawn(1))
+        // The same with an adding thread as the caller: in place (every worker may be busy for ever).
+        let adderDelay = busy.threadFailedToStart()
+        let adderInPlace = busy.timerRefusedRetry(delay: adderDelay, shuttingDown: false, callerIsWorker: false)
+        #expect(adderInPlace)
+        #expect(busy.retryPending)
+        busy.retryStarted()
 
         // A stopping queue: never in place.
         var stopping = IdleWorkers(servedByRunLoop: false)
         #expect(stopping.wakeOrSpawn(canDispatch: true, shuttingDown: false, wanted: 1, limit: 1) == .spawn(0))
         let stoppingDelay = stopping.threadFailedToStart()
-        let stoppingInPlace = stopping.timerRefusedRetry(delay: stoppingDelay, shuttingDown: true)
+        let stoppingInPlace = stopping.timerRefusedRetry(delay: stoppingDelay, shuttingDown: true, callerIsWorker: false)
         #expect(!stoppingInPlace)
         let checks = (fresh.check(), busy.check(), stopping.check())
         #expect(checks == (true, true, true))

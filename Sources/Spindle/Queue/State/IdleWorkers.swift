@@ -196,11 +196,15 @@ struct IdleWorkers {
     mutating func retryStarted() { self.retryPending = false }
 
     /// The timer could not take the retry after a failed start with backoff `delay` (its thread did not start).
-    /// Returns true if the thread whose start failed must run it itself: no worker is in its loop (none would come
-    /// back for the work), the queue is not stopping, and the backoff is below its cap (so a caller is held about
-    /// 1 s at most in all). Otherwise clears `retryPending`: the next event starts a thread (see `QueueCore+Spawning`).
-    mutating func timerRefusedRetry(delay: UInt64, shuttingDown: Bool) -> Bool {
-        if self.live <= 0 && !shuttingDown && delay < IdleWorkers.maximumRetryDelay { return true }
+    /// Returns true if the thread whose start failed must run it itself: that thread is not one of this queue's
+    /// workers (`callerIsWorker`: a worker may hold an operation it has taken and not yet run), or no worker is in
+    /// its loop (none would come back for the work); the queue is not stopping; and the backoff is below its cap
+    /// (so a caller is held about 1 s at most in all). Otherwise clears `retryPending`: a worker comes back for the
+    /// work, or the next event starts a thread (see `QueueCore+Spawning`).
+    mutating func timerRefusedRetry(delay: UInt64, shuttingDown: Bool, callerIsWorker: Bool) -> Bool {
+        if (!callerIsWorker || self.live <= 0) && !shuttingDown && delay < IdleWorkers.maximumRetryDelay {
+            return true
+        }
         self.retryPending = false
         return false
     }
