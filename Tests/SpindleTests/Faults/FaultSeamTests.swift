@@ -24,6 +24,22 @@ import Testing
 
         var all: [SpindleDiagnosticEvent] { self.condition.withLock { self.events } }
 
+        /// Whether the spawn events of the queue or pool named `queue` are those of one failed start whose retry
+        /// ran in place: the failure (1 ms backoff), the timer's thread failing to start, the recovery.
+        func showsOneRetryInPlace(queue: String) -> Bool {
+            let events = self.waitFor(3) {
+                switch $0 {
+                case .workerSpawnFailed, .workerSpawnRecovered, .deadlineTimerFailedToStart: true
+                default: false
+                }
+            }
+            return events == [
+                .workerSpawnFailed(queue: queue, errno: EAGAIN, retryNanoseconds: 1_000_000),
+                .deadlineTimerFailedToStart(errno: EAGAIN),
+                .workerSpawnRecovered(queue: queue, failures: 1),
+            ]
+        }
+
         /// The events once `count` of them pass `filter`, or (after a generous deadline) those that did.
         func waitFor(_ count: Int, where filter: (SpindleDiagnosticEvent) -> Bool) -> [SpindleDiagnosticEvent] {
             self.condition.withLock {
@@ -130,17 +146,7 @@ import Testing
             queue.addOperation { ran.post() }
             guard ran.wait() else { exit(7) }
             guard SpindleFaults.injected(.threadCreate) == 2 else { exit(4) }
-            let events = log.waitFor(3) {
-                switch $0 {
-                case .workerSpawnFailed, .workerSpawnRecovered, .deadlineTimerFailedToStart: true
-                default: false
-                }
-            }
-            guard events == [
-                .workerSpawnFailed(queue: "faults.notimer", errno: EAGAIN, retryNanoseconds: 1_000_000),
-                .deadlineTimerFailedToStart(errno: EAGAIN),
-                .workerSpawnRecovered(queue: "faults.notimer", failures: 1),
-            ] else { exit(5) }
+            guard log.showsOneRetryInPlace(queue: "faults.notimer") else { exit(5) }
             do { try queue.waitUntilAllOperationsAreFinished() } catch { exit(6) }
             exit(0)
         }
@@ -170,17 +176,7 @@ import Testing
             guard firstDone.wait(seconds: 60) else { exit(4) }
             guard served.load(ordering: .relaxed) else { exit(5) }  // stranded: nobody ran the retry
             guard SpindleFaults.injected(.threadCreate) == 2 else { exit(6) }
-            let events = log.waitFor(3) {
-                switch $0 {
-                case .workerSpawnFailed, .workerSpawnRecovered, .deadlineTimerFailedToStart: true
-                default: false
-                }
-            }
-            guard events == [
-                .workerSpawnFailed(queue: "faults.busy", errno: EAGAIN, retryNanoseconds: 1_000_000),
-                .deadlineTimerFailedToStart(errno: EAGAIN),
-                .workerSpawnRecovered(queue: "faults.busy", failures: 1),
-            ] else { exit(7) }
+            guard log.showsOneRetryInPlace(queue: "faults.busy") else { exit(7) }
             do { try queue.waitUntilAllOperationsAreFinished() } catch { exit(8) }
             exit(0)
         }
@@ -213,17 +209,7 @@ import Testing
             guard firstDone.wait(seconds: 60) else { exit(3) }
             guard served.load(ordering: .relaxed) else { exit(4) }  // stranded: nobody ran the retry
             guard SpindleFaults.injected(.threadCreate) == 2 else { exit(5) }
-            let events = log.waitFor(3) {
-                switch $0 {
-                case .workerSpawnFailed, .workerSpawnRecovered, .deadlineTimerFailedToStart: true
-                default: false
-                }
-            }
-            guard events == [
-                .workerSpawnFailed(queue: "faults.pool", errno: EAGAIN, retryNanoseconds: 1_000_000),
-                .deadlineTimerFailedToStart(errno: EAGAIN),
-                .workerSpawnRecovered(queue: "faults.pool", failures: 1),
-            ] else { exit(6) }
+            guard log.showsOneRetryInPlace(queue: "faults.pool") else { exit(6) }
             do { try queue.waitUntilAllOperationsAreFinished() } catch { exit(7) }
             exit(0)
         }
