@@ -52,11 +52,19 @@ let package = Package(
         // side by side in one run.
         .executableTarget(
             name: "SpindleBenchmarks",
-            dependencies: ["Spindle", .product(name: "Benchmark", package: "benchmark"),
+            dependencies: ["Spindle", "PacedLoad", .product(name: "Benchmark", package: "benchmark"),
                            .product(name: "NIOPosix", package: "swift-nio")],
             path: "Benchmarks/SpindleBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // The paced-load harness, shared by the suite and `spindle-paced`; and `spindle-paced` itself
+        // (`swift run -c release spindle-paced`): issue 17's loads from a thread that belongs to no peer.
+        .target(
+            name: "PacedLoad",
+            dependencies: ["Spindle", .product(name: "NIOPosix", package: "swift-nio")],
+            path: "Benchmarks/PacedLoad"
+        ),
+        .executableTarget(name: "spindle-paced", dependencies: ["PacedLoad"], path: "Benchmarks/SpindlePaced"),
         // Integrations: a queue and a run-loop thread as services of a ServiceGroup; a queue's snapshot as metrics;
         // Spindle's diagnostics events to a Logger. Each depends on Spindle and, with its trait on, one server package
         // (its sources are inside `#if <trait>`); so do their tests: `swift test --traits SpindleServiceLifecycle,

@@ -11,6 +11,7 @@
 import Benchmark
 import Dispatch
 import Glibc
+import PacedLoad
 import Spindle
 
 let poolThreads = BenchmarkMetric.custom("Threads", polarity: .prefersSmaller, useScalingFactor: false)
