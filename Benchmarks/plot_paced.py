@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Plots the paced-load sweep of the benchmark suite: CPU per item and start latency against the pace.
+"""Plots a paced-load sweep: CPU per item and start latency against the pace.
 
 Usage:
-    swift package benchmark --target SpindleBenchmarks --no-progress --filter "sweep.*" > sweep.txt
+    swift run -c release spindle-paced --rounds 3 sweep > sweep.txt     # every peer with all its threads
     python3 Benchmarks/plot_paced.py sweep.txt [Benchmarks/paced.png]    # needs matplotlib
 
-Reads the text output (the same parser as report.py) of the "sweep, queue add 1 per <pace> ×<N>: <peer>"
-benchmarks of Paced.swift: one thread adds one empty item per pace, from 10 µs to 10 ms. Per peer and pace it takes
-the median over the runs of "CPU per op" (the process's CPU clock over the run ÷ items) and of the p50/p99 start
-latency (submit → first instruction of the item). Draws three panels, one line per peer: CPU per item against the
+or, from the benchmark suite (where libdispatch's peer runs one thread short, see Paced.swift):
+    swift package benchmark --target SpindleBenchmarks --no-progress --filter "sweep.*" > sweep.txt
+
+Reads either output: spindle-paced's "median <peer>: ..." lines under each "== one item every <pace>" header, or the
+suite's text output (the same parser as report.py) of the "sweep, queue add 1 per <pace> ×<N>: <peer>" benchmarks of
+Paced.swift. Either way one thread adds one empty item per pace, from 10 µs to 10 ms, and per peer and pace the figures
+are the medians over the runs of the CPU per item (the process's CPU clock over the run ÷ items) and of the p50/p99
+start latency (submit → first instruction of the item). Draws three panels, one line per peer: CPU per item against the
 pace achieved (wall clock ÷ items: on a VM the pacing thread cannot keep a 10 µs pace), p50 start latency against
 the pace achieved, and CPU per item against p50 latency (each point a pace). Also prints the figures as a markdown
 table.
@@ -23,8 +27,31 @@ from report import fmt_time, parse, per_item  # noqa: E402
 PACE = re.compile(r"^sweep, .*1 per (?P<value>[0-9]+) (?P<unit>µs|ms)$")
 
 
+HEADER = re.compile(r"^== one item every (?P<value>[0-9]+) (?P<unit>µs|ms),")
+MEDIAN = re.compile(r"^median (?P<peer>.+?): CPU per item (?P<cpu>[0-9.]+) µs, p50 (?P<p50>[0-9.]+) µs, "
+                    r"p99 (?P<p99>[0-9.]+) µs, pace (?P<pace>[0-9.]+) µs$")
+
+
+def spindle_paced_points(path):
+    """spindle-paced's output: {peer: [(pace µs, cpu µs/item, p50 µs, p99 µs, achieved pace µs)]}, sorted by pace."""
+    peers, pace = {}, None
+    for line in open(path, encoding="utf-8"):
+        line = line.rstrip("\n")
+        if line.startswith("== "):
+            m = HEADER.match(line)
+            pace = int(m.group("value")) * (1000 if m.group("unit") == "ms" else 1) if m else None
+            continue
+        m = MEDIAN.match(line)
+        if m and pace is not None:
+            peers.setdefault(m.group("peer"), []).append(
+                (pace, float(m.group("cpu")), float(m.group("p50")), float(m.group("p99")), float(m.group("pace"))))
+    return {impl: sorted(points) for impl, points in peers.items()}
+
+
 def sweep_points(path):
     """{peer: [(pace µs, cpu µs/item, p50 µs, p99 µs, achieved pace µs)]}, each sorted by pace."""
+    if any(line.startswith("== one item every ") for line in open(path, encoding="utf-8")):
+        return spindle_paced_points(path)
     peers = {}
     for scenario, impls in per_item(parse(path)).items():
         m = PACE.match(scenario)
@@ -106,7 +133,7 @@ if __name__ == "__main__":
     out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "paced.png")
     points = sweep_points(sys.argv[1])
     if not points:
-        sys.exit(f"no 'sweep, ...' benchmarks in {sys.argv[1]}")
+        sys.exit(f"no sweep in {sys.argv[1]} (spindle-paced's medians or the suite's 'sweep, ...' benchmarks)")
     print(table(points))
     plot(points, out)
     print(f"\nwrote {out}")

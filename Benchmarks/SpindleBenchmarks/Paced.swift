@@ -33,7 +33,6 @@ import CoreFoundation
 import Dispatch
 import Foundation
 import Glibc
-import NIOPosix
 import PacedLoad
 import Spindle
 import Synchronization

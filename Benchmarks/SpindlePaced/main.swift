@@ -3,9 +3,11 @@
 //
 //     swift run -c release spindle-paced [--rounds N] [LOAD ...]
 //
-// LOAD is `10us`, `500us`, `5ms` … (one empty item per period), `burst` (64 items every 2 ms) or `roundtrip`
-// (20,000 back-to-back submit→run→signal trips, waiting on a `DispatchSemaphore`); by default 10us 20us 50us 500us
-// 5ms burst roundtrip, 5 rounds. The harness is the suite's (`runPacedLoad`, the `PacedLoad` target).
+// LOAD is `10us`, `500us`, `5ms` … (one empty item per period), `burst` (64 items every 2 ms), `roundtrip`
+// (20,000 back-to-back submit→run→signal trips, waiting on a `DispatchSemaphore`) or `sweep` (the paces of the
+// plot, 10 µs to 10 ms: `spindle-paced --rounds 3 sweep > sweep.txt`, then `python3 Benchmarks/plot_paced.py
+// sweep.txt Benchmarks/paced.png`); by default 10us 20us 50us 500us 5ms burst roundtrip, 5 rounds. Every paced
+// load also runs the floor: the item run inline by the pacing thread, whose CPU per item is that thread's own share. The harness is the suite's (`runPacedLoad`, the `PacedLoad` target).
 // What differs is the pacing thread: here it is this process's main thread, which belongs to no peer. In the
 // benchmark suite it is one of libdispatch's own threads, which leaves `DispatchQueue.global()` a thread short
 // (`Benchmarks/SpindleBenchmarks/Paced.swift`). Within a round the peers run one after another, in a fresh order
@@ -23,6 +25,7 @@ let peers = [
     Peer(name: "Spindle", make: QueuePeers.spindle),
     Peer(name: "DispatchQueue.global", make: QueuePeers.dispatchGlobal),
     Peer(name: "NIOThreadPool", make: QueuePeers.nioPool),
+    Peer(name: "no hand-off (inline on the pacing thread)", make: QueuePeers.inline),
 ]
 
 /// Parses `10us`, `2ms` or `burst` into a load of about 0.3 s, as the suite's sweep does.
@@ -36,7 +39,7 @@ func load(_ text: String) -> PacedLoad? {
 }
 
 func usage(_ message: String) -> Never {
-    print("spindle-paced: \(message)\nusage: spindle-paced [--rounds N] [10us|500us|5ms|burst|roundtrip ...]")
+    print("spindle-paced: \(message)\nusage: spindle-paced [--rounds N] [10us|500us|5ms|burst|roundtrip|sweep ...]")
     exit(2)
 }
 
@@ -52,6 +55,9 @@ while let argument = arguments.popFirst() {
     }
 }
 if names.isEmpty { names = ["10us", "20us", "50us", "500us", "5ms", "burst", "roundtrip"] }
+names = names.flatMap { name in
+    name == "sweep" ? ["10us", "20us", "50us", "100us", "200us", "500us", "1ms", "2ms", "5ms", "10ms"] : [name]
+}
 let loads = names.filter { $0 != "roundtrip" }.map { name -> (String, PacedLoad) in
     guard let parsed = load(name) else { usage("unknown load \(name)") }
     return (name, parsed)
@@ -91,7 +97,8 @@ for (name, load) in loads {
         let runs = results[peer.name]!
         print("median \(peer.name): CPU per item \(microseconds(Int(median(runs.map { Double($0.cpuPerOp) })))), "
               + "p50 \(microseconds(Int(median(runs.map { Double($0.startP50) })))), "
-              + "p99 \(microseconds(Int(median(runs.map { Double($0.startP99) }))))")
+              + "p99 \(microseconds(Int(median(runs.map { Double($0.startP99) })))), "
+              + "pace \(microseconds(Int(median(runs.map { Double($0.wallPerOp) }))))")
     }
     let spindle = results["Spindle"]!, dispatch = results["DispatchQueue.global"]!
     for (metric, value) in [("CPU", \PacedResult.cpuPerOp), ("p50", \PacedResult.startP50), ("p99", \PacedResult.startP99)] {
