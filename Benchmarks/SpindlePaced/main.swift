@@ -63,74 +63,74 @@ let loads = names.filter { $0 != "roundtrip" }.map { name -> (String, PacedLoad)
     return (name, parsed)
 }
 
-/// Nanoseconds as microseconds with two decimals.
-func microseconds(_ ns: Int) -> String {
-    let hundredths = (ns + 5) / 10
-    return "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100) µs"
+/// `hundredths` as a number with two decimals.
+func twoDecimals(_ hundredths: Int) -> String {
+    "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)"
 }
+
+/// Nanoseconds as microseconds with two decimals.
+func microseconds(_ ns: Int) -> String { "\(twoDecimals((ns + 5) / 10)) µs" }
 
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
 
-func ratio(_ x: Double) -> String {
-    let hundredths = Int((x * 100).rounded())
-    return "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)"
+/// The median of one figure over a peer's runs, as microseconds.
+func median<R>(_ runs: [R], _ figure: KeyPath<R, Int>) -> String {
+    microseconds(Int(median(runs.map { Double($0[keyPath: figure]) })))
+}
+
+/// `rounds` rounds of every peer (named by `name`), in a fresh order each round; prints each run with `describe`.
+/// Returns each peer's runs, by name.
+func runRounds<P, R>(
+    _ peers: [P], rounds: Int, name: (P) -> String, run: (P) -> R, describe: (R) -> String
+) -> [String: [R]] {
+    var results: [String: [R]] = [:]
+    for round in 0..<rounds {
+        for k in 0..<peers.count {
+            let peer = peers[(k + round) % peers.count]
+            let result = run(peer)
+            results[name(peer), default: []].append(result)
+            print("round \(round + 1) \(name(peer)): \(describe(result))")
+        }
+    }
+    return results
+}
+
+/// Spindle's figure over libdispatch's, per round, and their median.
+func printRatios<R>(_ results: [String: [R]], _ figures: [(String, KeyPath<R, Int>)]) {
+    let spindle = results["Spindle"]!, dispatch = results["DispatchQueue.global"]!
+    for (label, figure) in figures {
+        let ratios = zip(spindle, dispatch).map { Double($0[keyPath: figure]) / Double($1[keyPath: figure]) }
+        let text = ratios.map { twoDecimals(Int(($0 * 100).rounded())) }.joined(separator: ", ")
+        print("Spindle / libdispatch, \(label): \(text) (median \(twoDecimals(Int((median(ratios) * 100).rounded()))))")
+    }
 }
 
 for (name, load) in loads {
     print("== \(name == "burst" ? "bursts of 64 every 2 ms" : "one item every \(load.periodLabel)"), \(load.ops) items a run")
-    var results: [String: [PacedResult]] = [:]
-    for round in 0..<rounds {
-        let count = peers.count
-        for k in 0..<count {
-            let peer = peers[(k + round) % count]  // a fresh order each round
-            let result = runPacedLoad(load, peer.make)
-            results[peer.name, default: []].append(result)
-            print("round \(round + 1) \(peer.name): CPU per item \(microseconds(result.cpuPerOp)), start p50 "
-                  + "\(microseconds(result.startP50)), p99 \(microseconds(result.startP99)), pace "
-                  + "\(microseconds(result.wallPerOp))")
-        }
+    let results = runRounds(peers, rounds: rounds, name: \.name, run: { runPacedLoad(load, $0.make) }) { result in
+        "CPU per item \(microseconds(result.cpuPerOp)), start p50 \(microseconds(result.startP50)), p99 "
+            + "\(microseconds(result.startP99)), pace \(microseconds(result.wallPerOp))"
     }
     for peer in peers {
         let runs = results[peer.name]!
-        print("median \(peer.name): CPU per item \(microseconds(Int(median(runs.map { Double($0.cpuPerOp) })))), "
-              + "p50 \(microseconds(Int(median(runs.map { Double($0.startP50) })))), "
-              + "p99 \(microseconds(Int(median(runs.map { Double($0.startP99) })))), "
-              + "pace \(microseconds(Int(median(runs.map { Double($0.wallPerOp) }))))")
+        print("median \(peer.name): CPU per item \(median(runs, \.cpuPerOp)), p50 \(median(runs, \.startP50)), "
+              + "p99 \(median(runs, \.startP99)), pace \(median(runs, \.wallPerOp))")
     }
-    let spindle = results["Spindle"]!, dispatch = results["DispatchQueue.global"]!
-    for (metric, value) in [("CPU", \PacedResult.cpuPerOp), ("p50", \PacedResult.startP50), ("p99", \PacedResult.startP99)] {
-        let ratios = zip(spindle, dispatch).map { Double($0[keyPath: value]) / Double($1[keyPath: value]) }
-        print("Spindle / libdispatch, \(metric): " + ratios.map(ratio).joined(separator: ", ")
-              + " (median \(ratio(median(ratios))))")
-    }
+    printRatios(results, [("CPU", \.cpuPerOp), ("p50", \.startP50), ("p99", \.startP99)])
 }
 
 if names.contains("roundtrip") {
     let trips = 20_000
     print("== back-to-back round trips, \(trips) a run, DispatchSemaphore waiter")
-    var results: [String: [RoundTrips.Result]] = [:]
-    for round in 0..<rounds {
-        let count = RoundTrips.peers.count
-        for k in 0..<count {
-            let peer = RoundTrips.peers[(k + round) % count]
-            let result = RoundTrips.run(peer, trips: trips)
-            results[peer.name, default: []].append(result)
-            print("round \(round + 1) \(peer.name): \(microseconds(result.wallPerTrip)) a trip, CPU "
-                  + "\(microseconds(result.cpuPerTrip)) a trip")
-        }
+    let results = runRounds(RoundTrips.peers, rounds: rounds, name: \.name, run: { RoundTrips.run($0, trips: trips) }) { result in
+        "\(microseconds(result.wallPerTrip)) a trip, CPU \(microseconds(result.cpuPerTrip)) a trip"
     }
     for peer in RoundTrips.peers {
         let runs = results[peer.name]!
-        print("median \(peer.name): \(microseconds(Int(median(runs.map { Double($0.wallPerTrip) })))) a trip, CPU "
-              + "\(microseconds(Int(median(runs.map { Double($0.cpuPerTrip) })))) a trip")
+        print("median \(peer.name): \(median(runs, \.wallPerTrip)) a trip, CPU \(median(runs, \.cpuPerTrip)) a trip")
     }
-    let spindle = results["Spindle"]!, dispatch = results["DispatchQueue.global"]!
-    for (metric, value) in [("wall", \RoundTrips.Result.wallPerTrip), ("CPU", \RoundTrips.Result.cpuPerTrip)] {
-        let ratios = zip(spindle, dispatch).map { Double($0[keyPath: value]) / Double($1[keyPath: value]) }
-        print("Spindle / libdispatch, \(metric): " + ratios.map(ratio).joined(separator: ", ")
-              + " (median \(ratio(median(ratios))))")
-    }
+    printRatios(results, [("wall", \.wallPerTrip), ("CPU", \.cpuPerTrip)])
 }
