@@ -156,45 +156,45 @@
 /* [W_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:50 "self.drainInboxLocked()" */
 /* [W_CANDISPATCH]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:51 "if self.canDispatchLocked {" */
 /* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:94 "let op = self.takeNextLocked()  // 1. the queue's reference is ours now" */
-/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:97 "worker.pending.wake.add(self.wakeOrSpawnLocked())  // 3. whom to wake for what is left" */
-/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:98 "self.lock.unlock()" */
-/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:101 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)" */
-/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "worker.gotWork()" */
-/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:104 "let deferredFinish = self.runOnWorker(op, context)" */
-/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:114 "self.lock.lock()" */
-/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:194 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
-/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:195 "after.addFinished(op)" */
-/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:196 "after.outstandingDrops += 1" */
+/* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:96 "let wake = self.wakeOrSpawnLocked()  // 2. whom to wake for what is left" */
+/* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "self.lock.unlock()" */
+/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:102 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)" */
+/* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:100 "worker.gotWork()" */
+/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:105 "let deferredFinish = self.runOnWorker(op, context)" */
+/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:115 "self.lock.lock()" */
+/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:195 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
+/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:196 "after.addFinished(op)" */
+/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:197 "after.outstandingDrops += 1" */
 /* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:58 "if !worker.pending.hasNoReleases {" */
 /* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:60 "self.perform(&worker.pending, keepingDropsBelow: .max)" */
 /* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:61 "self.lock.lock()" */
 /* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:65 "if IdleWorkers.spinningAllowed(width: self.slots.limit) && worker.maySpin && worker.policy.budgetNanos > 0" */
-/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:132 "worker.maySpin = false" */
-/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:133 "self.publishIdleLocked()" */
-/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:135 "self.lock.unlock()" */
-/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:138 "let caught = SpinPolicy.spin(" */
-/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:140 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
-/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:141 "self.lock.lock()" */
-/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:142 "self.idle.endSpin()" */
-/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:143 "self.publishIdleLocked()" */
+/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:133 "worker.maySpin = false" */
+/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:134 "self.publishIdleLocked()" */
+/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:136 "self.lock.unlock()" */
+/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:139 "let caught = SpinPolicy.spin(" */
+/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:141 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
+/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:142 "self.lock.lock()" */
+/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:143 "self.idle.endSpin()" */
+/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:144 "self.publishIdleLocked()" */
 /* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:69 "continue  // look again under the lock before parking" */
 /* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:71 "if worker.pending.outstandingDrops > 0 {" */
 /* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:75 "self.perform(&worker.pending)" */
 /* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:76 "self.lock.lock()" */
-/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:157 "self.idle.parking(parker)" */
-/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:158 "self.publishIdleLocked()" */
-/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:160 "if self.inbox.isEmpty {" */
-/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "self.lock.unlock()" */
-/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:162 "notified = parker.park()" */
-/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:163 "self.lock.lock()" */
-/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:165 "let signalled = self.idle.unparked(parker)" */
-/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:166 "self.publishIdleLocked()" */
-/* [W_NOTIFIEDQ]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:159 "var notified = true" */
-/* [W_ABSORBQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:167 "if signalled && !notified {" */
-/* [W_ABSORBUNLOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "self.lock.unlock()" */
-/* [W_ABSORB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:169 "while !parker.park() {}  // the waker unparks after its unlock: soon" */
-/* [W_ABSORBRELOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:170 "self.lock.lock()" */
-/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:172 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
+/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:158 "self.idle.parking(parker)" */
+/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:159 "self.publishIdleLocked()" */
+/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "if self.inbox.isEmpty {" */
+/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:162 "self.lock.unlock()" */
+/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:163 "notified = parker.park()" */
+/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:164 "self.lock.lock()" */
+/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:166 "let signalled = self.idle.unparked(parker)" */
+/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:167 "self.publishIdleLocked()" */
+/* [W_NOTIFIEDQ]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:160 "var notified = true" */
+/* [W_ABSORBQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "if signalled && !notified {" */
+/* [W_ABSORBUNLOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:169 "self.lock.unlock()" */
+/* [W_ABSORB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:170 "while !parker.park() {}  // the waker unparks after its unlock: soon" */
+/* [W_ABSORBRELOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:171 "self.lock.lock()" */
+/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:173 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
 /* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:18 "let action = self.idle.wakeOrSpawn(" */
 /* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:24 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "let room = self.slots.room(ready: self.ready.count)" */
@@ -204,8 +204,8 @@
 /* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:103 "plan.unparkAll()" */
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:206 "let link = self.ready.popHighest()!" */
-/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:207 "self.stats.noteRunning(self.slots.take())" */
+/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:207 "let link = self.ready.popHighest()!" */
+/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:208 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:48 "override func fire() { self.core.retrySpawn() }" */
 /* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:61 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
 /* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:63 "return self.threadFailedToStart(error)" */

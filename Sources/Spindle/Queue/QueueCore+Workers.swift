@@ -85,16 +85,17 @@ extension QueueCore {
         self.perform(self.workerExited())  // the last one out terminates the queue
     }
 
-    /// BUSY: takes the best ready operation and reserves the next few (caller holds `lock`, which this releases),
-    /// wakes the next worker if more can start, does the previous batch's releases, runs the operation and the
-    /// reserved ones, and retakes the lock to do their bookkeeping (left in `worker.pending` for after the next
-    /// unlock: their waiters, references and `outstanding` drops).
+    /// BUSY: takes the best ready operation, decides whom to wake if more can start, and reserves the next few
+    /// unless it woke someone (caller holds `lock`, which this releases); wakes that worker, does the previous
+    /// batch's releases, runs the operation and the reserved ones, and retakes the lock to do their bookkeeping (left
+    /// in `worker.pending` for after the next unlock: their waiters, references and `outstanding` drops).
     @inline(__always)
     private func runNextUnlocking(_ worker: inout WorkerState, _ context: ThreadContext) {
         let op = self.takeNextLocked()  // 1. the queue's reference is ours now
         let cancelling = self.lifecycle.state == .cancelling  // after shutdown(.cancel) nothing starts uncancelled
-        if !cancelling { self.reserveLocked(worker.reservation) }  // 2. the next few, with a long backlog
-        worker.pending.wake.add(self.wakeOrSpawnLocked())  // 3. whom to wake for what is left
+        let wake = self.wakeOrSpawnLocked()  // 2. whom to wake for what is left
+        if !cancelling { self.reserveLocked(worker.reservation, afterWaking: wake) }  // 3. the next few, maybe
+        worker.pending.wake.add(wake)
         self.lock.unlock()
         worker.gotWork()
         // The previous batch's releases; its drops once a batch is due (never the last one: `op` is outstanding).

@@ -125,6 +125,32 @@ import Testing
         #expect(waiting.allSatisfy { $0.isCancelled && $0.isFinished })
     }
 
+    /// The take that wakes or starts another worker reserves nothing (that worker may take this one's CPU, and what
+    /// this one reserved would wait behind all it runs); a take that wakes nobody reserves as before. Decided
+    /// directly on a suspended backlog, under the lock, so no worker takes part.
+    @Test func aTakeThatWakesAnotherWorkerReservesNothing() throws {
+        let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
+        queue.isSuspended = true
+        let ran = QTCounter()
+        for _ in 0..<100 { queue.addOperation { ran.increment() } }
+        let core = queue.core
+        let reservation = Reservation()
+        let reserved: [Int] = core.withAdmittedLock {
+            var counts: [Int] = []
+            for wake: IdleWorkers.WakeAction in [.signal(ThreadParker()), .spawn(1), .performOnRunLoop, .none] {
+                core.reserveLocked(reservation, afterWaking: wake)
+                counts.append(reservation.count - reservation.next.load(ordering: .relaxed))
+                core.returnReservationLocked(reservation)
+            }
+            return counts
+        }
+        #expect(reserved == [0, 0, 0, QueueCore.batchSize - 1])
+        #expect(queue.snapshot().ready == 100)
+        queue.isSuspended = false
+        qtDrain(queue)
+        #expect(ran.count == 100)
+    }
+
     @Test func aLongStreamRunsInOrderOnASerialQueue() throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
         let log = QTLog<Int>()

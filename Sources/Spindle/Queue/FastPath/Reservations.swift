@@ -13,6 +13,12 @@ import Synchronization
 /// Only when it cannot change what users see:
 /// - only while more than `batchThresholdPerSlot` ready operations per slot remain in the buckets, so the other
 ///   workers have plenty to do;
+/// - only when the take that comes with it woke or started no other worker (`afterWaking`). A worker that has just
+///   woken another is about to lose its CPU to it: the scheduler puts the woken thread on the waker's CPU when the
+///   others are idle, and it preempts the waker there. What the waker reserved would then wait behind everything
+///   the woken one runs, until that one runs out and reclaims it, so a burst's second to eighth operations started
+///   last (bursts of 64 on 2 CPUs, `BENCHMARKS.md`, "A burst's reserved operations"). The woken worker reserves
+///   instead, when it takes;
 /// - only plain `SpindleBlockOperation`s (not subclasses), which always finish on the thread that starts them, with
 ///   nobody waiting on them yet;
 /// - a worker that runs out of work takes every other worker's unclaimed reservations back into the buckets before
@@ -57,9 +63,11 @@ extension QueueCore {
     /// `reservedFloor` when nothing is reserved: above every bucket level.
     static let noFloor = 6
 
-    /// After `takeNextLocked`: fills this worker's empty reservation with the next ready operations if the
-    /// backlog is long enough and they qualify (see above). Caller holds `lock`.
-    func reserveLocked(_ reservation: Reservation) {
+    /// After `takeNextLocked` and its wake decision (`wake`): fills this worker's empty reservation with the next
+    /// ready operations if that decision woke or started nobody, the backlog is long enough and they qualify (see
+    /// above). Caller holds `lock`.
+    func reserveLocked(_ reservation: Reservation, afterWaking wake: IdleWorkers.WakeAction) {
+        guard wake == .none else { return }
         let threshold = self.slots.limit * QueueCore.batchThresholdPerSlot
         guard self.ready.count > threshold else { return }
         var count = 0
