@@ -48,4 +48,13 @@ public struct PacedResult: Sendable {
     public let startP99: Int
     /// Wall clock of the paced part, per item: the pace achieved.
     public let wallPerOp: Int
+    /// For a load in bursts: the median start latency at some positions in a burst (`runPacedLoad` picks 0, 1, 2,
+    /// 4, 7, 8, 16, 32, 48 and the last); empty for one item per period.
+    public let positions: [BurstPosition]
+}
+
+/// The median submit→start latency (ns) of the items at one position in their burst (0: each burst's first).
+public struct BurstPosition: Sendable {
+    public let position: Int
+    public let medianStart: Int
 }

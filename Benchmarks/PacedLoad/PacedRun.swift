@@ -47,8 +47,10 @@ public func runPacedLoad(
     target.tearDown()
 
     let latency = stamps.latencyPercentiles([0.50, 0.99])
+    let positions = load.burst > 1
+        ? stamps.positionMedians(burst: load.burst, positions: [0, 1, 2, 4, 7, 8, 16, 32, 48, load.burst - 1]) : []
     return PacedResult(cpuPerOp: (cpu1 - cpu0) / load.ops, startP50: latency[0], startP99: latency[1],
-                       wallPerOp: (wall1 - wall0) / load.ops)
+                       wallPerOp: (wall1 - wall0) / load.ops, positions: positions)
 }
 
 @inline(__always) public func monotonicNanoseconds() -> Int { clockNanoseconds(CLOCK_MONOTONIC) }

@@ -37,6 +37,19 @@ public final class StartStamps: @unchecked Sendable {
 
     func waitDrained() { self.drained.wait() }
 
+    /// For a load in bursts of `burst`: the median submit→start of the item at each of `positions` in its burst, over
+    /// all bursts (call after the run has drained). The measured items start at a burst's first position.
+    func positionMedians(burst: Int, positions: [Int]) -> [BurstPosition] {
+        let bursts = (self.total - self.warmup) / burst
+        return positions.filter { $0 < burst }.map { position in
+            let sorted = (0..<bursts).map { b -> Int in
+                let i = self.warmup + b * burst + position
+                return self.started[i] - self.submitted[i]
+            }.sorted()
+            return BurstPosition(position: position, medianStart: sorted[(sorted.count - 1) / 2])
+        }
+    }
+
     /// Nearest-rank percentiles of submit→start over the measured items (call after the run has drained).
     func latencyPercentiles(_ ps: [Double]) -> [Int] {
         let sorted = (self.warmup..<self.total).map { self.started[$0] - self.submitted[$0] }.sorted()

@@ -11,7 +11,8 @@
 // What differs is the pacing thread: here it is this process's main thread, which belongs to no peer. In the
 // benchmark suite it is one of libdispatch's own threads, which leaves `DispatchQueue.global()` a thread short
 // (`Benchmarks/SpindleBenchmarks/Paced.swift`). Within a round the peers run one after another, in a fresh order
-// each round; each line is one run. The summary gives, per load, each peer's median and Spindle's ratio to
+// each round; each line is one run (for bursts, with the median start latency at some positions in the burst
+// under it). The summary gives, per load, each peer's median and Spindle's ratio to
 // libdispatch per round (the targets are ratios in one run).
 import Glibc
 import PacedLoad
@@ -113,6 +114,8 @@ for (name, load) in loads {
     let results = runRounds(peers, rounds: rounds, name: \.name, run: { runPacedLoad(load, $0.make) }) { result in
         "CPU per item \(microseconds(result.cpuPerOp)), start p50 \(microseconds(result.startP50)), p99 "
             + "\(microseconds(result.startP99)), pace \(microseconds(result.wallPerOp))"
+            + (result.positions.isEmpty ? "" : "\n  median start by position in the burst: "
+                + result.positions.map { "\($0.position): \(microseconds($0.medianStart))" }.joined(separator: ", "))
     }
     for peer in peers {
         let runs = results[peer.name]!
