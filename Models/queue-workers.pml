@@ -158,7 +158,7 @@
 /* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:94 "let op = self.takeNextLocked()  // 1. the queue's reference is ours now" */
 /* [W_CHAIN]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:96 "let wake = self.wakeOrSpawnLocked()  // 2. whom to wake for what is left" */
 /* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "self.lock.unlock()" */
-/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:102 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)" */
+/* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:102 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch, retiring: true)" */
 /* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:100 "worker.gotWork()" */
 /* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:105 "let deferredFinish = self.runOnWorker(op, context)" */
 /* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:115 "self.lock.lock()" */
@@ -201,9 +201,9 @@
 /* [C_EACH]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:35 "let action = self.wakeOrSpawnLocked(inFlightBelow: room)" */
 /* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:36 "if action == .none { break }" */
 /* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers+WakePlan.swift:62 "parker.unpark()" */
-/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:103 "plan.unparkAll()" */
-/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:104 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:141 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:140 "plan.unparkAll()" */
+/* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:141 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:207 "let link = self.ready.popHighest()!" */
 /* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:208 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:48 "override func fire() { self.core.retrySpawn() }" */
@@ -590,7 +590,7 @@ proctype worker(byte me) {
 #endif
         if :: act != NONE -> hint = HINTW :: else -> skip fi;   /* [D_PUBLISH] */
         inv();
-        maySpin = true; fin = false; op = 0;                 /* [W_GOTWORK]; fin: [W_PERFORM]'s releases */
+        maySpin = true; op = 0;                              /* [W_GOTWORK]; fin kept: [W_PERFORM] retires, [W_RELEASE] drops */
         mtx = false }                                        /* [W_UNLOCK] */
         perform(act);                                        /* [W_PERFORM] */
         if

@@ -19,7 +19,8 @@ import Synchronization
 ///   `placement`, `isTimed`): guarded by the owning queue's lock. Before
 ///   admission `nextLink` is the inbox link, written by the adding thread before its push publishes it; once a
 ///   worker has claimed it from its reservation, or taken it and run it, `nextLink` is that worker's (chaining
-///   the operations whose bookkeeping it does together).
+///   the operations whose bookkeeping it does together, then the finished ones whose references it keeps a while:
+///   `AfterUnlock`, "Retiring").
 /// - `hasObservers`, `hasThreadPriority`, `priorityStorage`: atomics; the first two are hints whose truth is in
 ///   `extras` (under `lockWord`).
 ///

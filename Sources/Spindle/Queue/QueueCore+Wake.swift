@@ -42,18 +42,26 @@ extension QueueCore {
     // MARK: - After unlocking
 
     /// Runs what an event left to do, in `AfterUnlock`'s order, and leaves `after` empty. With `keepingDropsBelow`,
-    /// step 5 waits until that many drops are due (a worker settles `outstanding` in batches). Caller holds no lock.
+    /// step 5 waits until that many drops are due (a worker settles `outstanding` in batches). With `retiring` (a
+    /// worker about to run its next operation), finished operations' references may be kept in `after` (see
+    /// `AfterUnlock`, "Retiring"); without it, they are all dropped. Caller holds no lock.
     @inline(__always)
-    func perform(_ after: inout AfterUnlock, keepingDropsBelow threshold: Int = 1) {
+    func perform(_ after: inout AfterUnlock, keepingDropsBelow threshold: Int = 1, retiring: Bool = false) {
         if !after.wake.isEmpty {  // 1.
             self.perform(after.wake)
             after.wake = IdleWorkers.WakePlan()
         }
+        let keeping = retiring && after.keepsReferences
         if !after.hasNoReleases {  // 2.–4.
             let (finished, semaphores, dropped) = after.takeReleases()
-            self.performReleases(finished, semaphores, dropped)
+            self.performReleases(finished, semaphores, dropped, retiring: keeping, into: &after)
         }
-        if after.outstandingDrops >= threshold {  // 5.
+        let drops = after.outstandingDrops >= threshold
+        if after.retired != nil && (!keeping || drops || after.retiredCount >= AfterUnlock.retiredLimit) {
+            QueueCore.dropChain(after.takeRetired())  // before any `outstanding` drop
+            if keeping { after.keepsReferences = false }  // a stream, not a burst: RELEASING until the next wakeup
+        }
+        if drops {  // 5.
             let n = after.outstandingDrops
             after.outstandingDrops = 0
             self.dropOutstanding(n)
@@ -78,24 +86,53 @@ extension QueueCore {
         self.perform(&after)
     }
 
-    /// Steps 2 to 4: the finished operations' waiters, then their references; semaphores; a dropped reference.
+    /// Steps 2 to 4: the finished operations' waiters, then their references (kept in `after` when `retiring`);
+    /// semaphores; a dropped reference.
     @inline(__always)
     private func performReleases(
         _ finished: Unmanaged<SpindleOperation>?, _ semaphores: [SpindleSemaphore]?,
-        _ dropped: Unmanaged<SpindleOperation>?
+        _ dropped: Unmanaged<SpindleOperation>?, retiring: Bool, into after: inout AfterUnlock
     ) {
-        var next = finished
+        if retiring, let head = finished {
+            QueueCore.retireChain(head, into: &after)
+        } else {
+            QueueCore.dropChain(finished, releasingWaiters: true)
+        }
+        if let semaphores { for semaphore in semaphores { semaphore.signal() } }
+        if let op = dropped { op.release() }
+    }
+
+    /// Releases the waiters of a chain of finished operations (linked through `nextLink`) and keeps the chain itself,
+    /// links and all, in `after`'s retired ones. Out of line, like `dropChain`.
+    @inline(never)
+    static func retireChain(_ head: Unmanaged<SpindleOperation>, into after: inout AfterUnlock) {
+        var tail = head
+        var count = 1
+        while let following = tail._withUnsafeGuaranteedRef({ op -> Unmanaged<SpindleOperation>? in
+            op.releaseWaiters()
+            return op.nextLink
+        }) {
+            tail = following
+            count += 1
+        }
+        after.retire(head, through: tail, count: count)
+    }
+
+    /// Drops the references of a chain of operations linked through `nextLink` (finished ones, whose waiters it
+    /// releases first when told to, or retired ones), unlinking them. Out of line: what it frees costs far more than
+    /// the call, and the callers it stays out of are the workers' hot loop.
+    @inline(never)
+    static func dropChain(_ chain: Unmanaged<SpindleOperation>?, releasingWaiters: Bool = false) {
+        var next = chain
         while let op = next {
             next = op._withUnsafeGuaranteedRef { op in
                 let following = op.nextLink
                 op.nextLink = nil
-                op.releaseWaiters()
+                if releasingWaiters { op.releaseWaiters() }
                 return following
             }
             op.release()
         }
-        if let semaphores { for semaphore in semaphores { semaphore.signal() } }
-        if let op = dropped { op.release() }
     }
 
     /// Step 1: unpark, spawn, schedule the run loop's perform.

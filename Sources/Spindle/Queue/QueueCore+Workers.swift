@@ -98,8 +98,8 @@ extension QueueCore {
         worker.pending.wake.add(wake)
         self.lock.unlock()
         worker.gotWork()
-        // The previous batch's releases; its drops once a batch is due (never the last one: `op` is outstanding).
-        self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch)
+        // The previous batch's waiters; its references and drops later (`AfterUnlock`, "Retiring"; `op` outstanding).
+        self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch, retiring: true)
         if cancelling { op._withUnsafeGuaranteedRef { $0.cancel() } }  // the shutdown's own cancel may not be there yet
         context.queue = self.handle
         let deferredFinish = self.runOnWorker(op, context)

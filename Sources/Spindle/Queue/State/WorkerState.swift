@@ -6,8 +6,10 @@ import CShim
 ///   it sleeps on (linked into `IdleWorkers`' idle line while parked); both are objects other threads reach under
 ///   the queue's lock or through their own atomics (see `FastPath/Reservations`, `ThreadParker`);
 /// - `pending`: what the worker still has to do after its next unlock (`AfterUnlock`): the waiters and references of
-///   operations whose bookkeeping it did, async drain waiters and granted producers, a reference to drop, and its
-///   unflushed `outstanding` drops (settled every `QueueCore.dropBatch` operations and before it parks);
+///   operations whose bookkeeping it did, async drain waiters and granted producers, a reference to drop, its
+///   unflushed `outstanding` drops (settled every `QueueCore.dropBatch` operations and before it parks), and the
+///   finished operations whose references it keeps while it serves the backlog it woke to (`AfterUnlock`,
+///   "Retiring"; `woke` turns that keeping back on);
 /// - its idle policy, across idle spells.
 ///
 /// Idle spell: starts when the worker first finds nothing to run (`wentIdle`, which stamps the time), and ends
@@ -39,6 +41,7 @@ struct WorkerState {
     @inline(__always)
     mutating func woke(workArrivedAt signalTime: UInt64) {
         self.maySpin = true
+        self.pending.keepsReferences = true  // what it finds piled up while it slept: a burst (`AfterUnlock`)
         if let since = self.idleSince, signalTime >= since { self.workArrivedAt = signalTime }
     }
 
