@@ -97,7 +97,8 @@ import Testing
                 try queue.addOperation(op)
             }
             queue.isSuspended = false
-            try middle!.waitUntilFinished()
+            let released = try middle!.waitUntilFinished(timeout: .seconds(qtDeadline))
+            #expect(released, "round \(round): its waiter was not released")
             middle = nil
             qtDrain(queue)
             for i in 0..<count where !freed.wait() {
