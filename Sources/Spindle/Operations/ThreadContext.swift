@@ -72,11 +72,16 @@ final class ThreadContext {
         return Unmanaged<ThreadContext>.fromOpaque(raw).takeUnretainedValue().cachedThread?.takeUnretainedValue()
     }
 
-    /// This thread's priority: one atomic load, without retaining the thread object.
+    /// This thread's priority: one atomic load, without retaining the thread object. Inlined into every run.
+    @inline(__always)
     var threadPriority: Double {
         if let thread = self.cachedThread { return thread._withUnsafeGuaranteedRef { $0.priority } }
-        return self.thread.priority
+        return self.slowThreadPriority()
     }
+
+    /// The first read on a thread Spindle did not start: `thread` makes its handle.
+    @inline(never)
+    private func slowThreadPriority() -> Double { self.thread.priority }
 
     /// The calling thread's context: one plain thread-local load (it is read several times per operation).
     /// Created on first use and retained by a pthread key whose destructor, at thread exit, clears the fast slot

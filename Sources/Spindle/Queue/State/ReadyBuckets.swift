@@ -8,59 +8,48 @@ struct ReadyBuckets {
     static let barrierLevel = 5
     /// `bucketLevel` of an operation in no bucket.
     static let noLevel: Int8 = -1
-    private var heads: (Link?, Link?, Link?, Link?, Link?, Link?) = (nil, nil, nil, nil, nil, nil)
-    private var tails: (Link?, Link?, Link?, Link?, Link?, Link?) = (nil, nil, nil, nil, nil, nil)
+    /// Each level's first and last operation, by level. Tuples, so the storage is inline (no allocation), read and
+    /// written by offset (`slot`): one indexed load or store each. Reaching them through a `switch` on the level cost
+    /// about 23 more instructions per operation (callgrind, BENCHMARKS.md, "Cheaper buckets"). (`InlineArray` would
+    /// say the same, but needs Swift 6.2; the package supports 6.1.)
+    private typealias Row = (Link?, Link?, Link?, Link?, Link?, Link?)
+    private var heads: Row = (nil, nil, nil, nil, nil, nil)
+    private var tails: Row = (nil, nil, nil, nil, nil, nil)
     /// Operations in all buckets.
     private(set) var count = 0
     /// Bit i set when bucket i is non-empty, so pop finds the highest level with one instruction.
     private var nonEmpty: UInt8 = 0
 
+    /// Level `level`'s entry in `row`, in place (0 ... 5; traps otherwise).
     @inline(__always)
-    private func head(_ level: Int) -> Link? {
-        switch level {
-        case 0: return self.heads.0
-        case 1: return self.heads.1
-        case 2: return self.heads.2
-        case 3: return self.heads.3
-        case 4: return self.heads.4
-        default: return self.heads.5
-        }
-    }
-    @inline(__always)
-    private mutating func setHead(_ level: Int, _ op: Link?) {
-        switch level {
-        case 0: self.heads.0 = op
-        case 1: self.heads.1 = op
-        case 2: self.heads.2 = op
-        case 3: self.heads.3 = op
-        case 4: self.heads.4 = op
-        default: self.heads.5 = op
-        }
-    }
-    @inline(__always)
-    private func tail(_ level: Int) -> Link? {
-        switch level {
-        case 0: return self.tails.0
-        case 1: return self.tails.1
-        case 2: return self.tails.2
-        case 3: return self.tails.3
-        case 4: return self.tails.4
-        default: return self.tails.5
-        }
-    }
-    @inline(__always)
-    private mutating func setTail(_ level: Int, _ op: Link?) {
-        switch level {
-        case 0: self.tails.0 = op
-        case 1: self.tails.1 = op
-        case 2: self.tails.2 = op
-        case 3: self.tails.3 = op
-        case 4: self.tails.4 = op
-        default: self.tails.5 = op
+    private static func slot(_ row: inout Row, _ level: Int) -> Link? {
+        precondition(UInt(bitPattern: level) < 6, "ReadyBuckets: no such level")
+        return withUnsafeMutableBytes(of: &row) {
+            $0.load(fromByteOffset: level &* MemoryLayout<Link?>.stride, as: Link?.self)
         }
     }
 
+    /// Sets level `level`'s entry in `row` (0 ... 5; traps otherwise).
+    @inline(__always)
+    private static func setSlot(_ row: inout Row, _ level: Int, _ link: Link?) {
+        precondition(UInt(bitPattern: level) < 6, "ReadyBuckets: no such level")
+        withUnsafeMutableBytes(of: &row) {
+            $0.storeBytes(of: link, toByteOffset: level &* MemoryLayout<Link?>.stride, as: Link?.self)
+        }
+    }
+
+    // In place (`inout`): a read through `withUnsafeBytes(of:)` of the stored tuple copied it first.
+    @inline(__always) private mutating func head(_ level: Int) -> Link? { ReadyBuckets.slot(&self.heads, level) }
+    @inline(__always) private mutating func tail(_ level: Int) -> Link? { ReadyBuckets.slot(&self.tails, level) }
+    @inline(__always) private mutating func setHead(_ level: Int, _ link: Link?) {
+        ReadyBuckets.setSlot(&self.heads, level, link)
+    }
+    @inline(__always) private mutating func setTail(_ level: Int, _ link: Link?) {
+        ReadyBuckets.setSlot(&self.tails, level, link)
+    }
+
     /// Appends `op` at the end of `level`.
+    @inline(__always)
     mutating func push(_ link: Link, level: Int) {
         link._withUnsafeGuaranteedRef { op in
             precondition(op.bucketLevel == ReadyBuckets.noLevel, "ReadyBuckets: operation pushed twice")
@@ -74,7 +63,7 @@ struct ReadyBuckets {
             self.setHead(level, link)
         }
         self.setTail(level, link)
-        self.nonEmpty |= 1 << UInt8(level)
+        self.nonEmpty |= 1 << UInt8(truncatingIfNeeded: level)
         self.count += 1
     }
 
@@ -82,10 +71,12 @@ struct ReadyBuckets {
     @inline(__always)
     func peekHighest() -> Link? {
         guard self.nonEmpty != 0 else { return nil }
-        return self.head(7 - self.nonEmpty.leadingZeroBitCount)
+        var heads = self.heads
+        return ReadyBuckets.slot(&heads, 7 - self.nonEmpty.leadingZeroBitCount)
     }
 
     /// Takes the first operation of the highest non-empty level.
+    @inline(__always)
     mutating func popHighest() -> Link? {
         guard let link = self.peekHighest() else { return nil }
         self.remove(link)
@@ -102,11 +93,12 @@ struct ReadyBuckets {
         }
         if let first { first._withUnsafeGuaranteedRef { $0.bucketPrev = link } } else { self.setTail(level, link) }
         self.setHead(level, link)
-        self.nonEmpty |= 1 << UInt8(level)
+        self.nonEmpty |= 1 << UInt8(truncatingIfNeeded: level)
         self.count += 1
     }
 
     /// Unlinks `op` from its level.
+    @inline(__always)
     mutating func remove(_ link: Link) {
         let (level, prev, next) = link._withUnsafeGuaranteedRef { op -> (Int, Link?, Link?) in
             let level = Int(op.bucketLevel)
@@ -119,7 +111,7 @@ struct ReadyBuckets {
         }
         if let prev { prev._withUnsafeGuaranteedRef { $0.nextLink = next } } else { self.setHead(level, next) }
         if let next { next._withUnsafeGuaranteedRef { $0.bucketPrev = prev } } else { self.setTail(level, prev) }
-        if self.head(level) == nil { self.nonEmpty &= ~(1 << UInt8(level)) }
+        if self.head(level) == nil { self.nonEmpty &= ~(1 << UInt8(truncatingIfNeeded: level)) }
         self.count -= 1
     }
 }
