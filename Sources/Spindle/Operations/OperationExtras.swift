@@ -99,9 +99,19 @@ extension SpindleOperation {
 
         /// Takes the dependents (leaving none), each retained, skipping any whose deinit has begun; without
         /// creating the side object. The caller releases them (outside every lock) after notifying them.
+        @inline(__always)
         mutating func takeDependents() -> InlineFirstList<Unmanaged<SpindleOperation>> {
+            guard let extras = self.extras, !extras.dependents.isEmpty else { return InlineFirstList() }
+            return Locked.takeDependents(from: extras)
+        }
+
+        /// The rest of `takeDependents`, for an operation that has some: out of line, so the common case (none) is a
+        /// load and a branch inlined into the finish path.
+        @inline(never)
+        private static func takeDependents(
+            from extras: OperationExtras
+        ) -> InlineFirstList<Unmanaged<SpindleOperation>> {
             var kept = InlineFirstList<Unmanaged<SpindleOperation>>()
-            guard let extras = self.extras, !extras.dependents.isEmpty else { return kept }
             let listed = extras.dependents
             extras.dependents = InlineFirstList()
             listed.forEach { dependent in
@@ -111,6 +121,7 @@ extension SpindleOperation {
         }
 
         /// Takes the completion block (leaving none), without creating the side object.
+        @inline(__always)
         mutating func takeCompletionBlock() -> (@Sendable () -> Void)? {
             guard let extras = self.extras, let block = extras.completionBlock else { return nil }
             extras.completionBlock = nil
