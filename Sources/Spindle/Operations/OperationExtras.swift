@@ -15,7 +15,7 @@ final class OperationExtras {
     @exclusivity(unchecked) var dependencySet: Set<ObjectIdentifier>? = nil  // built once dependencies grow past a few
     /// Unretained: a dependent is owned by its queue or its creator, not by us (no retain cycle). A dependent
     /// removes itself in its deinit while we have not released our dependents; the finish path retains each
-    /// one that is not being destroyed before letting go of our lock (see `SpindleOperation.takeDependents`).
+    /// one that is not being destroyed before letting go of our lock (see `SpindleOperation.Locked.takeDependents`).
     @exclusivity(unchecked) var dependents = InlineFirstList<Unmanaged<SpindleOperation>>()
     @exclusivity(unchecked) var waiters: [SpindleSemaphore] = []
     @exclusivity(unchecked) var error: (any Error)? = nil

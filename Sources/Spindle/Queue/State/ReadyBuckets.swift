@@ -9,9 +9,9 @@ struct ReadyBuckets {
     /// `bucketLevel` of an operation in no bucket.
     static let noLevel: Int8 = -1
     /// Each level's first and last operation, by level. Tuples, so the storage is inline (no allocation), read and
-    /// written by offset (`slot`): one indexed load or store each. Reaching them through a `switch` on the level cost
-    /// about 23 more instructions per operation (callgrind, BENCHMARKS.md, "Cheaper buckets"). (`InlineArray` would
-    /// say the same, but needs Swift 6.2; the package supports 6.1.)
+    /// written by offset (`slot`): one indexed load or store each. With a `switch` on the level to reach them (and
+    /// `push` not inlined), `push` took 72 instructions per operation; now about 21 (callgrind, BENCHMARKS.md,
+    /// "Cheaper buckets"). (`InlineArray` would say the same, but needs Swift 6.2; the package supports 6.1.)
     private typealias Row = (Link?, Link?, Link?, Link?, Link?, Link?)
     private var heads: Row = (nil, nil, nil, nil, nil, nil)
     private var tails: Row = (nil, nil, nil, nil, nil, nil)
@@ -38,7 +38,8 @@ struct ReadyBuckets {
         }
     }
 
-    // In place (`inout`): a read through `withUnsafeBytes(of:)` of the stored tuple copied it first.
+    // In place (`inout`): a read through `withUnsafeBytes(of:)` of the stored tuple copied it first. (`peekHighest`,
+    // which is not mutating, still copies the six words: three instructions in the same profile.)
     @inline(__always) private mutating func head(_ level: Int) -> Link? { ReadyBuckets.slot(&self.heads, level) }
     @inline(__always) private mutating func tail(_ level: Int) -> Link? { ReadyBuckets.slot(&self.tails, level) }
     @inline(__always) private mutating func setHead(_ level: Int, _ link: Link?) {
