@@ -1,3 +1,5 @@
+import Glibc
+
 extension SpindleRetryOperation {
     /// How long a retry waits before each attempt after the first: `first` before the second attempt, multiplied
     /// by `multiplier` for each one after, never more than `maximum`. Negative durations count as zero; a
@@ -31,16 +33,17 @@ extension SpindleRetryOperation {
             Backoff(first: first, multiplier: multiplier, maximum: maximum)
         }
 
-        /// The wait before attempt `attempt` (zero for the first). Any thread.
+        /// The wait before attempt `attempt` (zero for the first). Any thread; O(1) for any attempt number, and
+        /// exact to the nanosecond up to `maximum` however large the durations (no overflow).
         public func delay(beforeAttempt attempt: Int) -> Duration {
-            guard attempt >= 2 else { return .zero }
-            let firstSeconds = Self.seconds(self.first), maximumSeconds = Self.seconds(self.maximum)
-            var seconds = firstSeconds
-            for _ in 0..<(attempt - 2) {
-                seconds *= self.multiplier
-                if seconds >= maximumSeconds { return self.maximum }
-            }
-            return seconds >= maximumSeconds ? self.maximum : .nanoseconds(Int64(seconds * 1e9))
+            guard attempt >= 2, self.first > .zero else { return .zero }
+            if self.multiplier == 1 { return self.first }
+            // first × multiplier^(attempt − 2), in closed form: pow overflows to +infinity, never traps, and an
+            // infinite multiplier reaches `maximum` from the third attempt on.
+            let maximumSeconds = Self.seconds(self.maximum)
+            let seconds = Self.seconds(self.first) * pow(self.multiplier, Double(attempt - 2))
+            guard seconds < maximumSeconds else { return self.maximum }
+            return Self.duration(seconds) ?? self.maximum
         }
 
         /// "exponential from 0.1 s ×2 up to 30 s", "constant 1 s", "immediately". Any thread.
@@ -48,6 +51,14 @@ extension SpindleRetryOperation {
             if self.maximum == .zero { return "immediately" }
             if self.multiplier == 1 || self.first == self.maximum { return "constant \(self.first)" }
             return "exponential from \(self.first) ×\(self.multiplier) up to \(self.maximum)"
+        }
+
+        /// `seconds` (finite, not negative) as a duration, nanosecond-exact; nil beyond `Int64.max` seconds (about
+        /// 292 billion years), which the caller reads as `maximum`.
+        private static func duration(_ seconds: Double) -> Duration? {
+            let whole = seconds.rounded(.down)
+            guard whole < 9.2e18 else { return nil }
+            return .seconds(Int64(whole)) + .nanoseconds(Int64(((seconds - whole) * 1e9).rounded()))
         }
 
         private static func seconds(_ duration: Duration) -> Double {

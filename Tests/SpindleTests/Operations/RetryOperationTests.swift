@@ -145,6 +145,25 @@ import Testing
         #expect(clamped == .immediately)
         #expect("\(exponential)" == "exponential from 0.1 seconds ×2.0 up to 1.0 seconds")
     }
+
+    /// Durations past `Int64` nanoseconds, attempt numbers in the billions and infinite multipliers neither trap nor
+    /// loop: the wait reaches `maximum` and stays there.
+    @Test func theBackoffHandlesHugeDurationsAttemptsAndMultipliers() {
+        let huge = SpindleRetryOperation.Backoff.exponential(first: .seconds(1), maximum: .seconds(Int64.max))
+        #expect(huge.delay(beforeAttempt: 36) == .seconds(1 << 34))  // 17,179,869,184 s: over Int64.max ns
+        #expect(huge.delay(beforeAttempt: 200) == .seconds(Int64.max))
+        #expect(huge.delay(beforeAttempt: .max) == .seconds(Int64.max))
+        let long = SpindleRetryOperation.Backoff.constant(.seconds(10_000_000_000))
+        #expect(long.delay(beforeAttempt: .max) == .seconds(10_000_000_000))
+        let barely = SpindleRetryOperation.Backoff(first: .seconds(1), multiplier: 1.000_000_000_000_000_2,
+                                                   maximum: .seconds(2))
+        #expect(barely.delay(beforeAttempt: .max) == .seconds(2))
+        let infinite = SpindleRetryOperation.Backoff(first: .milliseconds(5), multiplier: .infinity,
+                                                     maximum: .seconds(3))
+        #expect([2, 3, 1_000].map { infinite.delay(beforeAttempt: $0) } == [.milliseconds(5), .seconds(3), .seconds(3)])
+        let fromZero = SpindleRetryOperation.Backoff(first: .zero, multiplier: .infinity, maximum: .seconds(3))
+        #expect(fromZero.delay(beforeAttempt: 7) == .zero)
+    }
 }
 
 /// An operation whose `main` posts `signal`, then throws `error` (so it fails).
