@@ -6,7 +6,10 @@ import Synchronization
 /// time: each one that finds blocks left calls the next, so short blocks are mostly run by the operation's own
 /// thread, while blocks that block get a thread each. Helper threads are reused across runs and operations; they
 /// park when idle and retire after two seconds without work. A helper thread keeps what a block leaves in it
-/// (thread-locals), except its name and priority, which are put back after each run.
+/// (thread-locals), except its name and priority, which are put back after each run. Every block runs as the
+/// operation, whichever thread it is on: `SpindleOperation.current` is the operation, its `threadPriority`
+/// applies, and waiting for it (or for the queue running it) from a block throws `waitOnSelf`
+/// (`waitOnOwnQueue`) instead of waiting for itself.
 ///
 /// Guards: `first` (the block given to `init`, if any) is immutable; the blocks added later (`extras.moreBlocks`)
 /// are under the operation's own `lockWord` and frozen once the operation starts (`addExecutionBlock` then
@@ -70,7 +73,7 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
             return
         }
         let blocks = BlockList(first: self.first, more: more)
-        let run = BlockRun(blocks)
+        let run = BlockRun(blocks, of: self, queue: ThreadContext.withCurrent { $0.queue })
         run.callHelper()  // block 0 is already the owner's (`next` starts at 1)
         run.work()
         run.finish()
@@ -88,8 +91,8 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
 /// runs one. The owner waits in `BlockHelperPool.waitForHelpers` (under the pool's lock); the helper that brings
 /// `active` to 0 after `closed` reports it under that lock (`help` returns true).
 ///
-/// Lifetime: the blocks are owned by the owner (`main` keeps its `BlockList` until `finish` has returned); the
-/// run only points at them, unretained, and a helper touches them only while counted in `active` before CLOSED,
+/// Lifetime: the blocks are owned by the owner (`main` keeps its `BlockList` until `finish` has returned, and
+/// whoever runs `main` keeps the operation alive); the run only points at them and at the operation, unretained, and a helper touches them only while counted in `active` before CLOSED,
 /// which the owner waits out. A run itself may outlive its operation (a request still queued in the pool, a late
 /// helper), but the last reference to a block, and so its captures' deinit, is never dropped by a helper or
 /// under the pool's lock.
@@ -105,14 +108,21 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
 /// only calls one helper too many).
 final class BlockRun: @unchecked Sendable {
     private unowned(unsafe) let blocks: BlockList  // immutable; alive while a helper may use it (see Lifetime)
+    /// The operation whose `main` owns the run, and the queue whose worker runs it (if any): a helper runs its
+    /// blocks as that operation, so waiting for it, or for that queue, from a block throws there as on the
+    /// operation's own thread. Immutable; alive while a helper may use them (see Lifetime).
+    private unowned(unsafe) let operation: SpindleOperation
+    private unowned(unsafe) let queue: SpindleOperationQueue?
     private let count: Int  // immutable
     private let next = Atomic<Int>(1)  // block 0 is the owner's
     private let active = Atomic<Int>(0)
     private let closed = Atomic<Bool>(false)
     private let called = Atomic<Int>(0)  // helpers asked for so far
 
-    init(_ blocks: BlockList) {
+    init(_ blocks: BlockList, of operation: SpindleOperation, queue: SpindleOperationQueue?) {
         self.blocks = blocks
+        self.operation = operation
+        self.queue = queue
         self.count = blocks.count
     }
 
@@ -147,8 +157,15 @@ final class BlockRun: @unchecked Sendable {
             let index = self.next.add(1, ordering: .relaxed).oldValue
             if index < self.count {
                 self.callHelper()  // after taking ours, so the next helper is called only for blocks left
-                self.runBlock(index)
-                self.drain()
+                ThreadContext.withCurrent { context in
+                    let outerQueue = context.queue
+                    context.queue = self.queue
+                    self.operation.runAsCurrent(in: context) {
+                        self.runBlock(index)
+                        self.drain()
+                    }
+                    context.queue = outerQueue
+                }
             }
         }
         pool.helperIsReturning()

@@ -18,7 +18,8 @@ extension SpindleOperation {
     ///
     /// - Parameter error: kept in `error` (nil for success).
     /// - Throws: `operationAlreadyFinished` on a second call; `operationNotExecuting` if it neither began executing
-    ///   nor was cancelled, or if it is cancelled but still waiting in a queue (the queue finishes it);
+    ///   nor was cancelled, or if it is cancelled but still waiting in a queue (the queue finishes it: from the
+    ///   `start()` it calls, which may call this);
     ///   `groupFinishesByItself` on a `SpindleGroupOperation`. Nothing changes then.
     ///
     /// Porting: a base class that declares its own `finish(_ errors: [Error] = [])` (the "Advanced NSOperations"
@@ -31,6 +32,11 @@ extension SpindleOperation {
         let s = self.currentState
         if s.lifecycle >= .finishing { throw .operationAlreadyFinished(name: self.displayName) }
         if s.beginningFinish() == nil { throw .operationNotExecuting(name: self.displayName) }
+        // Cancelled and taken by a worker: its queue finishes it, from the `start()` it calls (which may be a
+        // custom one that calls this).
+        if s.lifecycle == .dispatching && !ThreadContext.isStarting(self) {
+            throw .operationNotExecuting(name: self.displayName)
+        }
         if !self.completeExecution(error: error) {
             // Lost a race with another finishing call.
             throw .operationAlreadyFinished(name: self.displayName)
@@ -57,7 +63,10 @@ extension SpindleOperation {
             case .finished, .finishing: return .finished
             case .executing: throw .operationExecuting(name: self.displayName)
             case .enqueued: throw .operationEnqueued(name: self.displayName)
-            case .idle, .dispatching: break
+            case .dispatching:
+                // Taken by a worker: only the `start()` that worker calls may claim it (`ThreadContext.starting`).
+                guard ThreadContext.isStarting(self) else { throw .operationEnqueued(name: self.displayName) }
+            case .idle: break
             }
             if current.propagatesFailure && !current.isCancelled && self.hasFailedDependency {
                 // The last gate of `cancelsOnFailedDependency`: nothing starts past a failed dependency.
@@ -69,14 +78,44 @@ extension SpindleOperation {
             // A gated operation runs only through a queue (see `SpindleOperation+Conditions`).
             if current.lifecycle == .idle && current.isGated { throw .gatedOperationNeedsQueue(name: self.displayName) }
             guard let next = current.beginningExecution() else { throw .operationNotReady(name: self.displayName) }
+            // Only the call that won reports anything: a start that lost to cancel() never says "executing".
+            if self.hasObservers.load(ordering: .relaxed) {
+                // Observed: the move and its record under one lock. A finish on another thread can only move on
+                // from `executing` after this move, and records its own change under the same lock after its
+                // move, so observers get "executing" before "not executing".
+                let (done, seen, drain) = self.withLocked { l -> (Bool, UInt64, Bool) in
+                    let (done, seen) = self.state.compareExchange(
+                        expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+                    guard done else { return (false, seen, false) }
+                    return (true, seen, l.recordObservation(.isExecuting, from: .bool(false), to: .bool(true),
+                                                            now: self.currentState))
+                }
+                if done {
+                    if drain { self.drainObservations() }
+                    return .claimed
+                }
+                current = OperationState(raw: seen)
+                continue
+            }
             let (done, seen) = self.state.compareExchange(
                 expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
             if done {
-                // Only the call that won reports anything: a start that lost to cancel() never says "executing".
-                if self.hasObservers.load(ordering: .relaxed) { self.emitFlag(.isExecuting, to: true) }
+                if self.hasObservers.load(ordering: .sequentiallyConsistent) { self.emitExecutingIfStill() }
                 return .claimed
             }
             current = OperationState(raw: seen)
         }
+    }
+
+    /// An observer registered between `claimExecution`'s look at `hasObservers` and its move: tells it of the move
+    /// unless a finish has already moved on from `executing` (that finish's "not executing" is then the last word
+    /// on it, and an "executing" after it would be out of order).
+    @inline(never)
+    private final func emitExecutingIfStill() {
+        let drain = self.withLocked { l -> Bool in
+            guard self.currentState.lifecycle == .executing else { return false }
+            return l.recordObservation(.isExecuting, from: .bool(false), to: .bool(true), now: self.currentState)
+        }
+        if drain { self.drainObservations() }
     }
 }

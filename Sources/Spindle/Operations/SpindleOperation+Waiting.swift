@@ -2,7 +2,10 @@
 /// The waiters live in the operation's side object, under its lock; see `releaseWaiters` for the protocol that lets
 /// the finish path skip that lock when nobody ever waited.
 extension SpindleOperation {
-    /// Blocks until it has finished and everything after (completion block, dependents, its queue) is done.
+    /// Blocks until it has finished and everything after (completion block, dependents, its queue) is done. The
+    /// one exception: with a long backlog a queue worker runs a few plain block operations back to back and does
+    /// their queue bookkeeping together afterwards; called from a later one of those, it returns as soon as this one
+    /// has finished and its completion block returned (the queue's part is then that thread's own to do next).
     /// - Throws: `waitOnSelf` when called from its own `main` or its own completion block (for a group, also from
     ///   its `childDidFinish`); for a `SpindleGroupOperation`, `waitOnOwnGroup` when called from the `main` or
     ///   completion block of an operation inside it (at any depth), which it waits for.
@@ -20,6 +23,10 @@ extension SpindleOperation {
         if self.currentState.isSettled { return true }
         let context = ThreadContext.current
         if context.operation === self || context.completing === self { throw .waitOnSelf(name: self.displayName) }
+        // It finished earlier in the batch of reserved operations this worker is running: its completion block and
+        // dependents are done, and the rest (its queue's bookkeeping, then its waiters) is this very thread's to do
+        // once the batch is through, so waiting for it here could never end.
+        if context.finishedEarlierInBatch(self) { return true }
         if let group = self as? SpindleGroupOperation,
             group.encloses(context.operation) || group.encloses(context.completing)
         {

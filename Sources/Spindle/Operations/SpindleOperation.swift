@@ -219,6 +219,20 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     }
 
     private func runMain(in context: ThreadContext) {
+        self.runAsCurrent(in: context) {
+            do {
+                try self.main()
+            } catch {
+                self.withLocked { $0.error = error }
+            }
+        }
+    }
+
+    /// Runs `body` on this thread as this operation's work (its `main`, or a block operation's blocks on a helper
+    /// thread): `SpindleOperation.current` and the self-wait checks see it, and the thread runs at its thread
+    /// priority; both are put back afterwards.
+    @inline(__always)
+    final func runAsCurrent(in context: ThreadContext, _ body: () -> Void) {
         let previous = context.operationRef
         context.operationRef = Unmanaged.passUnretained(self)
         // One atomic load on the operation and one on the thread in the common case (both 0.5): no syscall, no
@@ -230,11 +244,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             restore = current
             context.thread.setPriority(wanted)
         }
-        do {
-            try self.main()
-        } catch {
-            self.withLocked { $0.error = error }
-        }
+        body()
         if let restore { context.thread.setPriority(restore) }
         context.operationRef = previous
     }

@@ -35,6 +35,18 @@ final class ThreadContext {
     /// bookkeeping to the worker (see `QueueCore+Workers`) and parks its queue in `deferredQueue`.
     /// Compared by address only (never dereferenced), so keeping it costs no reference counting.
     @exclusivity(unchecked) var deferrable: UnsafeMutableRawPointer?
+    /// The operation its queue is starting on this thread (`QueueCore.run`, for as long as its `start()` runs):
+    /// only a call on this thread may move that operation out of `dispatching`, so a `start()` from any other
+    /// thread throws `operationEnqueued` even after a worker took it. Compared by address only (never
+    /// dereferenced).
+    @exclusivity(unchecked) var starting: UnsafeMutableRawPointer?
+    /// While a worker runs the operations it reserved (`QueueCore.runNextUnlocking`): the operation it took, if it
+    /// finished here, and the first reserved one that has run (the others follow through `nextLink`). Their queue
+    /// bookkeeping, and with it the release of their waiters, is this thread's to do once the batch is through, so
+    /// `waitUntilFinished` on one of them from a later one in the batch returns at once (`finishedEarlierInBatch`)
+    /// instead of waiting for itself. Kept unmanaged (the worker holds the queue's references).
+    @exclusivity(unchecked) var batchTaken: Unmanaged<SpindleOperation>?
+    @exclusivity(unchecked) var batchRan: Unmanaged<SpindleOperation>?
     /// Set by a finish that left its queue bookkeeping to this worker (its queue stays alive until the worker did
     /// it: the operation is still outstanding there).
     @exclusivity(unchecked) var deferredFinish = false
@@ -70,6 +82,29 @@ final class ThreadContext {
     static var knownThread: SpindleThread? {
         guard let raw = cshim_tls_context_get() else { return nil }
         return Unmanaged<ThreadContext>.fromOpaque(raw).takeUnretainedValue().cachedThread?.takeUnretainedValue()
+    }
+
+    /// Whether `op` finished earlier in the batch this worker is running (see `batchTaken`). At most 8 compares.
+    func finishedEarlierInBatch(_ op: SpindleOperation) -> Bool {
+        let target = Unmanaged.passUnretained(op).toOpaque()
+        if self.batchTaken?.toOpaque() == target { return true }
+        var node = self.batchRan
+        while let link = node {
+            if link.toOpaque() == target { return true }
+            node = link._withUnsafeGuaranteedRef { $0.nextLink }
+        }
+        return false
+    }
+
+    /// The worker's batch is through (its bookkeeping comes next).
+    func endBatch() {
+        self.batchTaken = nil
+        self.batchRan = nil
+    }
+
+    /// Whether the calling thread is the one `op`'s queue is starting it on (see `starting`).
+    static func isStarting(_ op: SpindleOperation) -> Bool {
+        ThreadContext.withCurrent { $0.starting == Unmanaged.passUnretained(op).toOpaque() }
     }
 
     /// This thread's priority: one atomic load, without retaining the thread object. Inlined into every run.

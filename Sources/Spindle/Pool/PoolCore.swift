@@ -207,13 +207,21 @@ final class PoolCore: @unchecked Sendable {
             parker.inIdleLine = true
             self.idleLine.append(parker)
             self.lock.unlock()
-            parker.park()
+            let notified = parker.park()
             self.lock.lock()
             if parker.inIdleLine {  // a spurious return (the fault seam): leave the line and look again
                 self.idleLine.removeAll { $0 === parker }
                 parker.inIdleLine = false
             } else {
                 self.wakeupsInFlight -= 1
+                if !notified {
+                    // Popped, but the park returned before the notification (the fault seam): take it now, as a
+                    // queue worker does, so the next park does not return on it while this thread is in the line
+                    // again (and a second wake decision does not reuse the parker while its waker still reads it).
+                    self.lock.unlock()
+                    while !parker.park() {}  // the waker unparks after its unlock: soon
+                    self.lock.lock()
+                }
             }
         }
         self.live -= 1

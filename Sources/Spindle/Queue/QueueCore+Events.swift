@@ -115,7 +115,8 @@ extension QueueCore {
         self.lock.lock()
         let dropsReference = self.unlinkFinishedLocked(op, into: &after)  // 1. the finish bookkeeping
         if dropsReference { after.dropped = Unmanaged.passUnretained(op) }  // the caller still holds one
-        after.wake.add(self.wakeOrSpawnLocked())  // 2. its slot is free: whom to wake
+        self.reclaimForFreeSlotLocked()  // its slot is free: reserved operations may take it
+        after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake
         after.outstandingDrops = 1  // last: the handle (and this core) may go away there
         self.lock.unlock()
         self.perform(&after)
@@ -154,7 +155,8 @@ extension QueueCore {
         var after = AfterUnlock()
         self.lockAndAdmit()  // 1. admit the inbox
         self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots
-        self.invalidateReservations()  // 3. reserved operations give way
+        self.invalidateReservations()  // 3. reserved operations give way, and come back if a slot is free
+        self.reclaimForFreeSlotLocked()
         self.publishIdleLocked()  // 4. adding threads see whether a thread may start
         self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here
         after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now
@@ -169,7 +171,10 @@ extension QueueCore {
         // 2. the slots (a shut-down queue is not suspended again: what it accepted must run or finish cancelled)
         if !(suspended && self.lifecycle.isShutDown) { self.slots.setSuspended(suspended) }
         self.invalidateReservations()  // 3. reserved operations give way
-        if !suspended { after.wake = self.collectWakeActionsLocked() }  // 4. resuming: whom to wake
+        if !suspended {  // 4. resuming: reserved operations come back if a slot is free, then whom to wake
+            self.reclaimForFreeSlotLocked()
+            after.wake = self.collectWakeActionsLocked()
+        }
         self.lock.unlock()
         return after
     }

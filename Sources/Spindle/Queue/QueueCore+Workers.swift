@@ -106,11 +106,14 @@ extension QueueCore {
         var ranHead: Unmanaged<SpindleOperation>? = nil  // the reserved operations run, in order (`nextLink`)
         var ranTail: Unmanaged<SpindleOperation>? = nil
         while let next = self.claimReserved(worker.reservation) {
+            if ranHead == nil && deferredFinish { context.batchTaken = op }  // see `ThreadContext.batchTaken`
             let done = self.runOnWorker(next, context)
             precondition(done, "QueueCore: a reserved block operation did not finish on its worker")
             if let tail = ranTail { tail._withUnsafeGuaranteedRef { $0.nextLink = next } } else { ranHead = next }
             ranTail = next
+            context.batchRan = ranHead
         }
+        if ranHead != nil { context.endBatch() }
         context.queue = nil
         self.lock.lock()
         self.settleReservationLocked(worker.reservation)
@@ -177,7 +180,7 @@ extension QueueCore {
     @inline(__always)
     func runOnWorker(_ op: Unmanaged<SpindleOperation>, _ context: ThreadContext) -> Bool {
         context.deferrable = op.toOpaque()
-        op._withUnsafeGuaranteedRef { self.run($0) }
+        op._withUnsafeGuaranteedRef { self.run($0, context) }
         context.deferrable = nil
         let deferredFinish = context.deferredFinish
         context.deferredFinish = false
@@ -261,19 +264,25 @@ extension QueueCore {
         if cancelling { op._withUnsafeGuaranteedRef { $0.cancel() } }
         let outer = context.queue
         context.queue = self.handle
-        op._withUnsafeGuaranteedRef { self.run($0) }
+        op._withUnsafeGuaranteedRef { self.run($0, context) }
         context.queue = outer
         let member = self.lock.withLock { op._withUnsafeGuaranteedRef { QueueCore.handBackLocked($0) } }
         if !member { op.release() }
     }
 
-    /// Starts one operation. A `start()` that throws without the operation ever executing (a custom `start` gone
-    /// wrong) finishes it cancelled with that error, so its slot is never lost.
-    private func run(_ op: SpindleOperation) {
+    /// Starts one operation on this thread, the only one that may move it out of `dispatching`
+    /// (`ThreadContext.starting`). A `start()` that throws without the operation ever executing (a custom `start`
+    /// gone wrong) finishes it cancelled with that error, so its slot is never lost. (One that returns leaving it
+    /// `dispatching` is left so: a group cancelled before it ran finishes only once its children are through.)
+    private func run(_ op: SpindleOperation, _ context: ThreadContext) {
         self.tellHooksWillStart(op)  // one load without hooks (SpindleOperationQueue+Hooks)
+        let outer = context.starting
+        context.starting = Unmanaged.passUnretained(op).toOpaque()
         do {
             try op.start()
+            context.starting = outer
         } catch {
+            context.starting = outer
             if op.currentState.lifecycle == .dispatching {
                 op.cancel()
                 op.completeExecution(error: error)

@@ -131,8 +131,8 @@ extension SpindleOperationQueue {
         var claimed = 0
         for op in operations {
             if let error = self.claim(op) {
+                core.lock.unlock()  // then the undo: `unclaim` drops outstanding counts, never under the lock
                 for op in operations[0..<claimed] { self.unclaim(op) }
-                core.lock.unlock()
                 throw error
             }
             claimed += 1

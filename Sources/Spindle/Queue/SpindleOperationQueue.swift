@@ -154,8 +154,8 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             claimed += 1
         }
         if let failure {
+            core.lock.unlock()  // then the undo, as for a shut-down queue: `unclaim` drops outstanding counts
             for op in operations[0..<claimed] { self.unclaim(op) }
-            core.lock.unlock()
             throw failure
         }
         try self.produceGateDependenciesLocked(operations)

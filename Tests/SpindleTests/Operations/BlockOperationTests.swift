@@ -180,4 +180,39 @@ import Testing
         #expect(op.isFinished)
         #expect(completions.value == 1)
     }
+
+    /// A block on a helper thread runs as its operation: `current` is the operation, the queue running it is the
+    /// current queue, waiting for the operation throws `waitOnSelf` and waiting for that queue `waitOnOwnQueue`,
+    /// as on the operation's own thread (before, both waited for themselves: for ever without a timeout).
+    @Test func aBlockOnAHelperThreadRunsAsItsOperation() throws {
+        let queue = try SpindleOperationQueue(name: "block-helper-context", maxConcurrentOperationCount: 1)
+        let helperDone = opSemaphore()
+        let seen = OpLog<String>()
+        let tids = (OpCounter(), OpCounter())
+        let box = OpBox<SpindleBlockOperation?>(nil)  // the blocks must not retain their own operation
+        let op = SpindleBlockOperation {
+            tids.0.store(Int(cshim_gettid()))
+            // Hold the operation's own thread here until the other block has run, so a helper must run it.
+            seen.add("helper came: \(helperDone.wait(timeout: opDeadline))")
+        }
+        try op.addExecutionBlock {
+            tids.1.store(Int(cshim_gettid()))
+            let op = box.value!
+            seen.add("current is the operation: \(SpindleOperation.current === op)")
+            seen.add("current queue: \(SpindleOperationQueue.current === queue)")
+            seen.add("wait for it: \(opErrorCase { _ = try op.waitUntilFinished(timeout: opDeadline) } ?? "none")")
+            seen.add("wait for its queue: "
+                + "\(opErrorCase { _ = try queue.waitUntilAllOperationsAreFinished(timeout: opDeadline) } ?? "none")")
+            helperDone.signal()
+        }
+        box.value = op
+        try queue.addOperation(op)
+        #expect(try op.waitUntilFinished(timeout: opDeadline))
+        box.value = nil
+        #expect(tids.0.value != tids.1.value, "the second block ran on a helper thread")
+        #expect(Set(seen.all) == [
+            "helper came: true", "current is the operation: true", "current queue: true",
+            "wait for it: waitOnSelf", "wait for its queue: waitOnOwnQueue",
+        ])
+    }
 }

@@ -114,6 +114,40 @@ private final class RacingPair: Sendable {
         #expect(failures.isEmpty, "\(failures)")
     }
 
+    // A concurrent operation's start (`beginExecuting`) racing a finish() from a thread that finishes it as soon as
+    // it reads executing (the "finish if executing" pattern): an observer registered before gets "executing" before
+    // "not executing", never after it, and "finished" last.
+    @Test func observedStartRacingAFinishDeliversExecutingInOrder() throws {
+        let rounds = 5_000  // before the fix, rounds 325 and 679 of one run already broke the order
+        let pair = try RacingPair()
+        var failures: [String] = []
+        for round in 0..<rounds {
+            let op = OpManualAsync()
+            let log = OpLog<String>()
+            op.observe([.isExecuting, .isFinished]) { _, change in
+                guard change.phase == .did, case .bool(let value) = change.newValue else { return }
+                log.add("\(change.key) \(value)")
+            }
+            guard pair.round({ _ = try? op.start() },
+                             {
+                                 var spins = 0
+                                 while !op.isExecuting && spins < 1_000_000 { spins += 1 }
+                                 _ = try? op.finish(throwing: nil)
+                             }) else {
+                failures.append("round \(round): a side hung")
+                break
+            }
+            if !op.isFinished { _ = try? op.finish(throwing: nil) }  // the finishing side gave up spinning
+            let events = log.all
+            if events != ["isExecuting true", "isExecuting false", "isFinished true"] {
+                failures.append("round \(round): \(events)")
+            }
+            if failures.count >= 5 { break }
+        }
+        #expect(pair.stopAndJoin())
+        #expect(failures.isEmpty, "\(failures)")
+    }
+
     // Two threads start() the same operation: main runs once, the other call throws operationExecuting or (if
     // the first already finished) returns without effect.
     @Test func racingStartsRunMainOnce() throws {

@@ -158,4 +158,72 @@ import Testing
         qtDrain(queue)
         #expect(log.all == Array(0..<5_000))
     }
+
+    /// The other worker parked with every slot taken: one by the blocked worker, one by a concurrent operation it
+    /// started last (its `start()` returned, its slot is held until it finishes). Returns the queue, the gate the
+    /// blocker waits for (opened by the first operation after it, which its worker reserved) and that concurrent
+    /// operation. Nothing is left in the buckets: the only work left is what the blocked worker reserved.
+    private func queueWithReservedWorkAndNoFreeSlot() throws
+        -> (SpindleOperationQueue, blockerSawX: QTGate, late: QTDeferredFinishOperation)
+    {
+        let queue = try SpindleOperationQueue(name: "stranded-reservations", maxConcurrentOperationCount: 2)
+        queue.isSuspended = true
+        let x = QTGate(), blockerSawX = QTGate()
+        queue.addOperation { if x.wait() { blockerSawX.open() } }
+        queue.addOperation { x.open() }  // X: reserved behind the blocker
+        for _ in 0..<38 { queue.addOperation {} }
+        let late = QTDeferredFinishOperation()
+        try queue.addOperation(late)
+        queue.isSuspended = false
+        #expect(late.mainEntered.wait())
+        #expect(qtWaitUntil {
+            queue.core.lock.withLock { queue.core.idle.parked == 1 && queue.core.ready.count == 0 }
+        }, "the other worker parks with nothing ready and no slot free")
+        #expect(self.reservedTotal(queue) > 0)
+        return (queue, blockerSawX, late)
+    }
+
+    /// A concurrent operation finishing on another thread frees a slot while the only work left is reserved behind
+    /// a blocked worker: the reserved operations come back and run (before, they waited for the blocked worker, and
+    /// here the blocker waits for one of them: a deadlock).
+    @Test func aSlotFreedElsewhereRunsOperationsReservedBehindABlockedWorker() throws {
+        let (queue, blockerSawX, late) = try self.queueWithReservedWorkAndNoFreeSlot()
+        try late.complete()
+        #expect(blockerSawX.wait(), "the operation reserved behind the blocked worker never ran")
+        qtDrain(queue)
+    }
+
+    /// The same with the slot freed while suspended: resuming brings the reserved operations back.
+    @Test func resumingRunsOperationsReservedBehindABlockedWorker() throws {
+        let (queue, blockerSawX, late) = try self.queueWithReservedWorkAndNoFreeSlot()
+        queue.isSuspended = true
+        try late.complete()
+        queue.isSuspended = false
+        #expect(blockerSawX.wait(), "the operation reserved behind the blocked worker never ran")
+        qtDrain(queue)
+    }
+
+    /// Within a worker's batch (the operation it took and the ones it reserved, run back to back, their bookkeeping
+    /// done together afterwards), an operation waiting for an earlier one of the batch, already finished, returns at
+    /// once: the release it would wait for is its own thread's to do after the batch.
+    @Test func waitingForAFinishedOperationEarlierInTheSameBatchReturns() throws {
+        final class Ops: @unchecked Sendable { var all: [SpindleOperation] = [] }
+        let queue = try SpindleOperationQueue(name: "batch-wait", maxConcurrentOperationCount: 1)
+        queue.isSuspended = true
+        let ops = Ops()
+        let waits = QTLog<Bool>()
+        for i in 0..<40 {
+            ops.all.append(SpindleBlockOperation {
+                guard i > 0 else { return }
+                let previous = ops.all[i - 1]  // finished: the queue is serial
+                waits.append((try? previous.waitUntilFinished(timeout: .seconds(2))) == true)  // was a deadlock
+            })
+        }
+        for op in ops.all { try queue.addOperation(op) }
+        queue.isSuspended = false
+        qtDrain(queue)
+        #expect(self.reservedTotal(queue) > 0)
+        #expect(waits.count == 39 && waits.all.allSatisfy { $0 }, "\(waits.all)")
+        ops.all = []
+    }
 }

@@ -22,8 +22,10 @@ import Synchronization
 /// - only plain `SpindleBlockOperation`s (not subclasses), which always finish on the thread that starts them, with
 ///   nobody waiting on them yet;
 /// - a worker that runs out of work takes every other worker's unclaimed reservations back into the buckets before
-///   it spins or parks (`reclaimReservationsLocked`), so reserved work never waits behind a worker's long operation
-///   while a slot is free;
+///   it spins or parks (`reclaimReservationsLocked`), and so does every event that frees a slot or makes room
+///   without a worker looking: a member finishing on another thread, a resume, a width change
+///   (`reclaimForFreeSlotLocked`). So reserved work never waits behind a worker's long operation while a slot is
+///   free;
 /// - anything that changes which operation should start next bumps `batchEpoch`: suspending, a width change, or an
 ///   operation becoming ready at a higher priority than the lowest one reserved (`reservedFloor`: at most the
 ///   lowest level reserved since the queue last had no members; the adding thread reads it without the lock). A
@@ -145,6 +147,15 @@ extension QueueCore {
             self.returnReservationLocked(reservation)
         }
         return true
+    }
+
+    /// A slot may have come free, or the room changed, without a worker looking (a member finished on another
+    /// thread, a resume, a width change): reserved operations go back to the buckets, so the wake decision that
+    /// follows counts them, and they never wait behind their owner's long operation while a slot is free (with
+    /// every other worker parked, nobody else would reclaim them). Caller holds `lock`.
+    @inline(__always)
+    func reclaimForFreeSlotLocked() {
+        if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }
     }
 
     /// The owner, back under the lock after its batch: its reservation is empty now. Caller holds `lock`.

@@ -1,0 +1,57 @@
+import Testing
+
+@testable import Spindle
+
+/// Once a worker has taken an operation (`dispatching`), only the `start()` that worker calls may start or finish
+/// it: a `start()` from anywhere else throws `operationEnqueued`, as while it waits, and `finish(throwing:)` on it
+/// cancelled throws `operationNotExecuting`. The `willStart` hook runs on the worker, in exactly that window.
+@Suite struct QueueStartOwnershipTests {
+    /// Records what `main` saw: how often it ran, and whether its queue was the calling thread's.
+    final class Target: SpindleOperation, @unchecked Sendable {
+        let mainRuns = QTCounter()
+        let ranOnItsQueue = QTLog<Bool>()
+        override func main() throws {
+            self.mainRuns.increment()
+            self.ranOnItsQueue.append(SpindleOperationQueue.current === self.owningQueue)
+        }
+    }
+
+    @Test func aStartFromElseWhereOnATakenOperationThrowsOperationEnqueued() throws {
+        let queue = try SpindleOperationQueue(name: "start-ownership", maxConcurrentOperationCount: 1)
+        let fromHook = QTLog<String>()
+        let fromOtherThread = QTLog<String>()
+        queue.hooks = SpindleOperationQueueHooks(willStart: { _, op in
+            guard op.name == "target" else { return }
+            #expect(op.currentState.lifecycle == .dispatching)
+            // On the worker's own thread, before the queue's start(): still the user's call, not the queue's.
+            fromHook.append(opErrorCase { try op.start() } ?? "none")
+            #expect(qtOnOtherThread { fromOtherThread.append(opErrorCase { try op.start() } ?? "none") })
+        })
+        let target = Target()
+        target.name = "target"
+        try queue.addOperation(target)
+        qtDrain(queue)
+        #expect(fromHook.all == ["operationEnqueued"])
+        #expect(fromOtherThread.all == ["operationEnqueued"])
+        #expect(target.mainRuns.count == 1)
+        #expect(target.ranOnItsQueue.all == [true], "main ran on the queue's worker")
+        #expect(target.isFinished && !target.isCancelled && target.error == nil)
+    }
+
+    @Test func aCancelledTakenOperationIsFinishedByItsQueueNotByAnotherThread() throws {
+        let queue = try SpindleOperationQueue(name: "finish-ownership", maxConcurrentOperationCount: 1)
+        let finishError = QTLog<String>()
+        queue.hooks = SpindleOperationQueueHooks(willStart: { _, op in
+            guard op.name == "target" else { return }
+            op.cancel()
+            #expect(qtOnOtherThread { finishError.append(opErrorCase { try op.finish(throwing: nil) } ?? "none") })
+            #expect(!op.isFinished, "the queue finishes it, after this hook")
+        })
+        let target = OpProbe(name: "target")
+        try queue.addOperation(target)
+        qtDrain(queue)
+        #expect(finishError.all == ["operationNotExecuting"])
+        #expect(target.isFinished && target.isCancelled)
+        #expect(target.mainRuns.value == 0 && target.completions.value == 1)
+    }
+}
