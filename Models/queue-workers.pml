@@ -161,40 +161,40 @@
 /* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:102 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch, retiring: true)" */
 /* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:100 "worker.gotWork()" */
 /* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:105 "let deferredFinish = self.runOnWorker(op, context)" */
-/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:118 "self.lock.lock()" */
-/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:198 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
-/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:199 "after.addFinished(op)" */
-/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:200 "after.outstandingDrops += 1" */
+/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:122 "self.lock.lock()" */
+/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:202 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
+/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:203 "after.addFinished(op)" */
+/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:204 "after.outstandingDrops += 1" */
 /* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:58 "if !worker.pending.hasNoReleases {" */
 /* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:60 "self.perform(&worker.pending, keepingDropsBelow: .max)" */
 /* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:61 "self.lock.lock()" */
 /* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:65 "if IdleWorkers.spinningAllowed(width: self.slots.limit) && worker.maySpin && worker.policy.budgetNanos > 0" */
-/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:136 "worker.maySpin = false" */
-/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:137 "self.publishIdleLocked()" */
-/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:139 "self.lock.unlock()" */
-/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:142 "let caught = SpinPolicy.spin(" */
-/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:144 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
-/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:145 "self.lock.lock()" */
-/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:146 "self.idle.endSpin()" */
-/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:147 "self.publishIdleLocked()" */
+/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:140 "worker.maySpin = false" */
+/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:141 "self.publishIdleLocked()" */
+/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:143 "self.lock.unlock()" */
+/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:146 "let caught = SpinPolicy.spin(" */
+/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:148 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
+/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:149 "self.lock.lock()" */
+/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:150 "self.idle.endSpin()" */
+/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:151 "self.publishIdleLocked()" */
 /* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:69 "continue  // look again under the lock before parking" */
 /* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:71 "if worker.pending.outstandingDrops > 0 {" */
 /* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:75 "self.perform(&worker.pending)" */
 /* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:76 "self.lock.lock()" */
-/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:161 "self.idle.parking(parker)" */
-/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:162 "self.publishIdleLocked()" */
-/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:164 "if self.inbox.isEmpty {" */
-/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:165 "self.lock.unlock()" */
-/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:166 "notified = parker.park()" */
-/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:167 "self.lock.lock()" */
-/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:169 "let signalled = self.idle.unparked(parker)" */
-/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:170 "self.publishIdleLocked()" */
-/* [W_NOTIFIEDQ]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:163 "var notified = true" */
-/* [W_ABSORBQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:171 "if signalled && !notified {" */
-/* [W_ABSORBUNLOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:172 "self.lock.unlock()" */
-/* [W_ABSORB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:173 "while !parker.park() {}  // the waker unparks after its unlock: soon" */
-/* [W_ABSORBRELOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:174 "self.lock.lock()" */
-/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:176 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
+/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:165 "self.idle.parking(parker)" */
+/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:166 "self.publishIdleLocked()" */
+/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "if self.inbox.isEmpty {" */
+/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:169 "self.lock.unlock()" */
+/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:170 "notified = parker.park()" */
+/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:171 "self.lock.lock()" */
+/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:173 "let signalled = self.idle.unparked(parker)" */
+/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:174 "self.publishIdleLocked()" */
+/* [W_NOTIFIEDQ]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:167 "var notified = true" */
+/* [W_ABSORBQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:175 "if signalled && !notified {" */
+/* [W_ABSORBUNLOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:176 "self.lock.unlock()" */
+/* [W_ABSORB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:177 "while !parker.park() {}  // the waker unparks after its unlock: soon" */
+/* [W_ABSORBRELOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:178 "self.lock.lock()" */
+/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:180 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
 /* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:18 "let action = self.idle.wakeOrSpawn(" */
 /* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:24 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "let room = self.slots.room(ready: self.ready.count)" */
@@ -204,8 +204,8 @@
 /* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:141 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:140 "plan.unparkAll()" */
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:141 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:210 "let link = self.ready.popHighest()!" */
-/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:211 "self.stats.noteRunning(self.slots.take())" */
+/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:214 "let link = self.ready.popHighest()!" */
+/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:215 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:48 "override func fire() { self.core.retrySpawn() }" */
 /* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:61 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
 /* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:63 "return self.threadFailedToStart(error)" */

@@ -80,21 +80,8 @@ extension SpindleOperation {
             guard let next = current.beginningExecution() else { throw .operationNotReady(name: self.displayName) }
             // Only the call that won reports anything: a start that lost to cancel() never says "executing".
             if self.hasObservers.load(ordering: .relaxed) {
-                // Observed: the move and its record under one lock. A finish on another thread can only move on
-                // from `executing` after this move, and records its own change under the same lock after its
-                // move, so observers get "executing" before "not executing".
-                let (done, seen, drain) = self.withLocked { l -> (Bool, UInt64, Bool) in
-                    let (done, seen) = self.state.compareExchange(
-                        expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
-                    guard done else { return (false, seen, false) }
-                    return (true, seen, l.recordObservation(.isExecuting, from: .bool(false), to: .bool(true),
-                                                            now: self.currentState))
-                }
-                if done {
-                    if drain { self.drainObservations() }
-                    return .claimed
-                }
-                current = OperationState(raw: seen)
+                guard let seen = self.moveObservedToExecuting(from: current, to: next) else { return .claimed }
+                current = seen
                 continue
             }
             let (done, seen) = self.state.compareExchange(
@@ -105,6 +92,25 @@ extension SpindleOperation {
             }
             current = OperationState(raw: seen)
         }
+    }
+
+    /// `claimExecution`'s move for an observed operation: the move and its record under one lock. A finish on
+    /// another thread can only move on from `executing` after this move, and records its own change under the same
+    /// lock after its move, so observers get "executing" before "not executing". Returns nil once moved, or the
+    /// state that made the compare-and-swap fail. Out of line: an operation nobody observes does not carry it.
+    @inline(never)
+    private final func moveObservedToExecuting(from current: OperationState,
+                                               to next: OperationState) -> OperationState? {
+        let (done, seen, drain) = self.withLocked { l -> (Bool, UInt64, Bool) in
+            let (done, seen) = self.state.compareExchange(
+                expected: current.raw, desired: next.raw, ordering: .acquiringAndReleasing)
+            guard done else { return (false, seen, false) }
+            return (true, seen, l.recordObservation(.isExecuting, from: .bool(false), to: .bool(true),
+                                                    now: self.currentState))
+        }
+        guard done else { return OperationState(raw: seen) }
+        if drain { self.drainObservations() }
+        return nil
     }
 
     /// An observer registered between `claimExecution`'s look at `hasObservers` and its move: tells it of the move

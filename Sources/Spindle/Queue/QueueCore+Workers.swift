@@ -109,9 +109,13 @@ extension QueueCore {
             if ranHead == nil && deferredFinish { context.batchTaken = op }  // see `ThreadContext.batchTaken`
             let done = self.runOnWorker(next, context)
             precondition(done, "QueueCore: a reserved block operation did not finish on its worker")
-            if let tail = ranTail { tail._withUnsafeGuaranteedRef { $0.nextLink = next } } else { ranHead = next }
+            if let tail = ranTail {
+                tail._withUnsafeGuaranteedRef { $0.nextLink = next }
+            } else {
+                ranHead = next
+                context.batchRan = next
+            }
             ranTail = next
-            context.batchRan = ranHead
         }
         if ranHead != nil { context.endBatch() }
         context.queue = nil
