@@ -189,7 +189,8 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// one allocates the operation's side object (once), which keeps operations without one small.
     ///
     /// Final. Porting a `completionBlock` override that wraps the user's block: observe `.isFinished` instead
-    /// (observers are told before the completion block runs).
+    /// (observers are told before the completion block runs, unless another thread is delivering this operation's
+    /// changes at that moment: that thread then delivers `did isFinished` too, possibly while the block runs).
     public final var completionBlock: (@Sendable () -> Void)? {
         get { self.withLocked { $0.completionBlock } }
         set { self.withLocked { $0.completionBlock = newValue } }
