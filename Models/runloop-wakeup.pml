@@ -33,7 +33,9 @@
  *      perform is pending, instead of returning .empty); performs are all for that mode; a plan takes every
  *      pending perform (makePlan). Left out: timers, ports' messages, descriptor sources, retiring ports,
  *      stop(), nested runs, modes, perform order. They publish under the state lock and call wakeUp() like
- *      perform, so they follow the same protocol as the modelled producer.
+ *      perform, so they follow the same protocol as the modelled producer. Left out with descriptor sources:
+ *      the zero-timeout poll of the mode's descriptors after a pass that handled something (inside
+ *      [P_HANDLED]); it neither blocks nor touches the eventfd.
  *   A6 Opening the descriptor: `fdOpen` is `descriptorStorage >= 0`; it only goes from false to true. init's
  *      open may fail, and the owner's open in prepareToRun may fail at most OPEN_FAILS times (1) before it
  *      succeeds (the run throws and the thread runs again: bounded so that the model stays finite; failing
@@ -75,14 +77,14 @@
  */
 /* [INIT_OPEN]   PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:63 "init() { try? self.open() }" */
 /* [R_PREP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:39 "try self.prepareToRun()" */
-/* [PREP_OPEN]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:77 "try self.wakeup.open()" */
+/* [PREP_OPEN]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:79 "try self.wakeup.open()" */
 /* [O_ISOPEN]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:80 "if self.descriptorStorage.load(ordering: .relaxed) >= 0 { return }" */
 /* [O_CREATE]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:81 "let fd = try retryingOnEINTR("eventfd") { cshim_eventfd_create() }" */
 /* [O_STORE]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:82 "self.descriptorStorage.store(fd, ordering: .sequentiallyConsistent)" */
-/* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:228 "self.state.withLock { state in" */
-/* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:229 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
-/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:232 "self.wakeUp()" */
-/* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:245 "public func wakeUp() { self.wakeup.signal() }" */
+/* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:230 "self.state.withLock { state in" */
+/* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:231 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
+/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:234 "self.wakeUp()" */
+/* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:247 "public func wakeUp() { self.wakeup.signal() }" */
 /* [S_LOAD]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:87 "if self.firstSignalAt.load(ordering: .relaxed) == RunLoopWakeup.idleUnstamped {" */
 /* [S_CAS]       PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:88 "_ = self.firstSignalAt.compareExchange(" */
 /* [S_CAS2]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:89 "expected: RunLoopWakeup.idleUnstamped, desired: cshim_clock_monotonic_ns(), ordering: .relaxed)" */
@@ -98,11 +100,11 @@
 /* [P_LOCK]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:116 "let start = self.state.withLock { state -> RunLoopPassStart in" */
 /* [P_HASWORK]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:123 "guard heldOpen || state.hasWork(for: mode) else { return .empty }" */
 /* [P_PLAN]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:124 "return .plan(state.makePlan(for: mode, now: now, inService: inService))" */
-/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:153 "self.performs = kept" */
+/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:166 "self.performs = kept" */
 /* [P_RUN]       PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:137 "perform.block()" */
-/* [P_HANDLED]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:150 "if handled { return .handled }" */
+/* [P_HANDLED]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:150 "if handled {" */
 /* [R_AGAIN]     PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:44 "case .handled where !deadline.hasPassed: continue" */
-/* [R_WAIT]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:160 "self.wakeup.wait(watching: &watched, until: wakeAt)" */
+/* [R_WAIT]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:166 "self.wakeup.wait(watching: &watched, until: wakeAt)" */
 /* [W_ARM]       PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:124 "self.firstSignalAt.store(RunLoopWakeup.idleUnstamped, ordering: .relaxed)" */
 /* [W_DEFER]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:125 "defer { self.reportWait(idleSince: idleSince) }" */
 /* [W_BUDGET]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:126 "let budget = self.spinPolicy.budgetNanos" */

@@ -139,6 +139,19 @@ struct RunLoopState {
         }
     }
 
+    /// The descriptor sources running `mode` watches, each once, skipping those in `inService`.
+    func sources(for mode: SpindleRunLoop.Mode, inService: Set<ObjectIdentifier>) -> [SpindleDescriptorSource] {
+        var sources: [SpindleDescriptorSource] = []
+        var seen = Set<ObjectIdentifier>()
+        for key in self.servedKeys(for: mode) {
+            guard let table = self.tables[key] else { continue }
+            for (id, source) in table.sources where !inService.contains(id) && seen.insert(id).inserted {
+                sources.append(source)
+            }
+        }
+        return sources
+    }
+
     /// Decides one pass of running `mode` at `now` (see `RunLoopPassPlan`). `inService` lists the ports and
     /// sources whose callouts are under way further up the loop thread's stack: they are skipped, so a nested
     /// run never delivers a port's messages out of order or re-enters a handler.
@@ -153,16 +166,13 @@ struct RunLoopState {
         self.performs = kept
         plan.performs.sort { ($0.order, $0.sequence) < ($1.order, $1.sequence) }
         var seenPorts = Set<ObjectIdentifier>()
-        var seenSources = Set<ObjectIdentifier>()
         for key in self.servedKeys(for: mode) {
             guard let table = self.tables[key] else { continue }
             for (id, port) in table.ports where !inService.contains(id) && seenPorts.insert(id).inserted {
                 plan.ports.append(port)
             }
-            for (id, source) in table.sources where !inService.contains(id) && seenSources.insert(id).inserted {
-                plan.sources.append(source)
-            }
         }
+        plan.sources = self.sources(for: mode, inService: inService)
         var stillRetiring: [any RunLoopPortEntry] = []
         for port in self.retiringPorts {
             if inService.contains(ObjectIdentifier(port)) { stillRetiring.append(port) } else { plan.retiring.append(port) }

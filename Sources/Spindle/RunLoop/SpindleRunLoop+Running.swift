@@ -147,7 +147,13 @@ extension SpindleRunLoop {
                 }
                 handled = true
             }
-            if handled { return .handled }
+            if handled {
+                // Descriptors get a turn on every pass, not only on one that found nothing else (CFRunLoop polls its
+                // sources on every pass too): otherwise a perform that re-posts itself starves them for ever. Only
+                // when the mode watches descriptors, so a loop without any pays nothing.
+                if !plan.sources.isEmpty { self.deliverReadyDescriptors(mode: mode) }
+                return .handled
+            }
             if deadline.hasPassed { return .timedOut }
             if !plan.timers.isEmpty { continue }  // callouts may have changed the sources: plan again
 
@@ -170,6 +176,25 @@ extension SpindleRunLoop {
         self.inService.insert(id)
         defer { self.inService.remove(id) }
         return body()
+    }
+
+    /// Polls the descriptors `mode` watches now (the callouts of this pass may have changed them) without
+    /// waiting, and delivers what is ready. Owner thread only, no lock held.
+    private func deliverReadyDescriptors(mode: Mode) {
+        let inService = self.inService
+        let sources = self.state.withLock { $0.sources(for: mode, inService: inService) }
+        guard !sources.isEmpty else { return }
+        var watched = sources.map { pollfd(fd: $0.descriptor, events: $0.pollEvents, revents: 0) }
+        let count = watched.count
+        let ready: Int32
+        do {
+            ready = try watched.withUnsafeMutableBufferPointer { buffer throws(SpindleError) in
+                try retryingOnEINTR("poll") { cshim_poll(buffer.baseAddress, nfds_t(count), 0) }
+            }
+        } catch {
+            preconditionFailure("SpindleRunLoop: poll failed: \(error)")
+        }
+        if ready > 0 { _ = self.deliverDescriptorEvents(sources, watched) }
     }
 
     /// Delivers what poll reported for `sources` (`watched[i]` belongs to `sources[i]`); returns whether any

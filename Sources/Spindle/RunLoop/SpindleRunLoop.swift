@@ -32,7 +32,9 @@ import Glibc
 ///
 /// State machine of a run (per call, on the owning thread): idle → running `mode` (pushed on `modeStack`)
 /// → passes: [drain eventfd → plan under lock → fire due timers → run performs → deliver port messages →
-/// retire invalidated ports → if nothing was handled, sleep in poll until woken, a timer is due or the deadline]
+/// retire invalidated ports → if something was handled, poll the mode's descriptor sources without waiting and
+/// deliver what is ready (only when it has some); if nothing was handled, sleep in poll until woken, a
+/// descriptor is ready, a timer is due or the deadline]
 /// → back to idle when stopped, out of sources, out of time, or (for `runOnce`) once something was handled.
 public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible {
     let state = RunLoopLock(RunLoopState())

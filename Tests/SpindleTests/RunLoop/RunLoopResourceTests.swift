@@ -137,6 +137,58 @@ struct RunLoopResourceTests {
         }
         #expect(calls.count == 1)
     }
+    /// Bug: descriptors were polled only on a pass that handled nothing, so a perform that re-posts itself (or a
+    /// port that re-sends to itself) starved an always-readable pipe for ever. Every pass now gives ready
+    /// descriptors a turn (CFRunLoop polls its sources on every pass too).
+    @Test("a ready descriptor source gets a turn while performs or port messages keep arriving",
+          arguments: ["perform", "port"])
+    func descriptorSourcesAreNotStarved(by feeder: String) throws {
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        _ = "x".withCString { write(fds[1], $0, 1) }  // never read: the read end stays readable
+        let readEnd = fds[0]
+        let outcome = RLBox<(events: Int, fed: Int, seconds: Double)>((0, 0, 99))
+        try T.onNewThread("rl-fair") {
+            let loop = SpindleRunLoop.current
+            let events = RLBox(0)
+            let fed = RLBox(0)
+            let done = RLBox(false)
+            let source = try SpindleDescriptorSource(descriptor: readEnd, interest: .readable) { _ in
+                if events.withLock({ $0 += 1; return $0 }) == 3 { loop.stop() }
+            }
+            try loop.add(source, forMode: .default)
+            @Sendable func feed() {
+                fed.withLock { $0 += 1 }
+                if !done.withLock({ $0 }) { loop.perform { feed() } }
+            }
+            let selfSending = RLBox<SpindlePort<Int>?>(nil)
+            if feeder == "perform" {
+                loop.perform { feed() }
+            } else {
+                let echo = SpindlePort<Int>(name: "echo") { value in
+                    fed.withLock { $0 += 1 }
+                    if !done.withLock({ $0 }) { try? selfSending.withLock { $0 }?.send(value + 1) }
+                }
+                selfSending.withLock { $0 = echo }
+                try loop.add(echo, forMode: .default)
+                try echo.send(0)
+            }
+            let start = cshim_clock_monotonic_ns()
+            try loop.run(until: T.after(T.patience))  // the source's third event stops it
+            let seconds = T.seconds(since: start)
+            done.withLock { $0 = true }
+            source.cancel()
+            selfSending.withLock { $0 }?.invalidate()
+            try loop.run(until: T.after(T.patience))  // the last feed and the port's retirement; then empty
+            selfSending.withLock { $0 = nil }
+            outcome.withLock { $0 = (events.withLock { $0 }, fed.withLock { $0 }, seconds) }
+        }
+        let (events, fed, seconds) = outcome.withLock { $0 }
+        #expect(events >= 3, "\(events) descriptor events against \(fed) \(feeder)s")
+        #expect(fed > 0)
+        #expect(seconds < T.patience, "stopped by the source, not by the deadline")
+    }
 }
 
 extension String {
