@@ -35,7 +35,9 @@
  *      stop(), nested runs, modes, perform order. They publish under the state lock and call wakeUp() like
  *      perform, so they follow the same protocol as the modelled producer. Left out with descriptor sources:
  *      the zero-timeout poll of the mode's descriptors after a pass that handled something (inside
- *      [P_HANDLED]); it neither blocks nor touches the eventfd.
+ *      [P_HANDLED]); it neither blocks nor touches the eventfd. Left out too: the owning thread's exit
+ *      (SpindleRunLoop.ownerDidExit); the modelled loop never exits, so perform's check of `ownerExited`
+ *      under the lock ([PF_LOCK]) always passes and [PF_WAKE] always signals.
  *   A6 Opening the descriptor: `fdOpen` is `descriptorStorage >= 0`; it only goes from false to true. init's
  *      open may fail, and the owner's open in prepareToRun may fail at most OPEN_FAILS times (1) before it
  *      succeeds (the run throws and the thread runs again: bounded so that the model stays finite; failing
@@ -77,14 +79,14 @@
  */
 /* [INIT_OPEN]   PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:63 "init() { try? self.open() }" */
 /* [R_PREP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:39 "try self.prepareToRun()" */
-/* [PREP_OPEN]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:79 "try self.wakeup.open()" */
+/* [PREP_OPEN]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:115 "try self.wakeup.open()" */
 /* [O_ISOPEN]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:80 "if self.descriptorStorage.load(ordering: .relaxed) >= 0 { return }" */
 /* [O_CREATE]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:81 "let fd = try retryingOnEINTR("eventfd") { cshim_eventfd_create() }" */
 /* [O_STORE]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:82 "self.descriptorStorage.store(fd, ordering: .sequentiallyConsistent)" */
-/* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:230 "self.state.withLock { state in" */
-/* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:231 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
-/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:234 "self.wakeUp()" */
-/* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:247 "public func wakeUp() { self.wakeup.signal() }" */
+/* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:283 "let queued = self.state.withLock { state -> Bool in" */
+/* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:285 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
+/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:289 "if queued { self.wakeUp() }" */
+/* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:303 "public func wakeUp() { self.wakeup.signal() }" */
 /* [S_LOAD]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:87 "if self.firstSignalAt.load(ordering: .relaxed) == RunLoopWakeup.idleUnstamped {" */
 /* [S_CAS]       PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:88 "_ = self.firstSignalAt.compareExchange(" */
 /* [S_CAS2]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:89 "expected: RunLoopWakeup.idleUnstamped, desired: cshim_clock_monotonic_ns(), ordering: .relaxed)" */
@@ -100,7 +102,7 @@
 /* [P_LOCK]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:116 "let start = self.state.withLock { state -> RunLoopPassStart in" */
 /* [P_HASWORK]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:123 "guard heldOpen || state.hasWork(for: mode) else { return .empty }" */
 /* [P_PLAN]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:124 "return .plan(state.makePlan(for: mode, now: now, inService: inService))" */
-/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:166 "self.performs = kept" */
+/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:168 "self.performs = kept" */
 /* [P_RUN]       PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:137 "perform.block()" */
 /* [P_HANDLED]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:150 "if handled {" */
 /* [R_AGAIN]     PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:44 "case .handled where !deadline.hasPassed: continue" */

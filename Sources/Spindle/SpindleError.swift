@@ -98,6 +98,9 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case invalidDescriptor(Int32)
     /// Adding a port, timer or descriptor source to a run loop while it is scheduled on another live run loop.
     case scheduledOnAnotherRunLoop(name: String)
+    /// Adding a port, timer or descriptor source to a run loop whose thread has exited (a `SpindleRunLoopThread`
+    /// after `shutdown`, or a loop kept after its thread ended): nothing would ever serve it. Nothing changed.
+    case runLoopExited
 
     // MARK: Wait groups (cases used by Sources/Spindle/Primitives/SpindleWaitGroup.swift)
     /// `leave()` on a wait group with no matching `enter()` (`DispatchGroup` traps here): nothing changed.
@@ -182,6 +185,7 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .invalidTimerInterval(let v): return "a timer interval must be a finite number >= 0 (\(v) was given)"
         case .invalidDescriptor(let fd): return "descriptor \(fd) is not open"
         case .scheduledOnAnotherRunLoop(let n): return "'\(n)' is already scheduled on another run loop"
+        case .runLoopExited: return "the run loop's thread has exited: nothing added to it would be served"
         case .waitGroupUnbalanced(let n):
             return "wait group '\(n)': leave() without a matching enter(); nothing changed"
         case .groupFinished(let n): return "group '\(n)' has finished; no more children can be added"

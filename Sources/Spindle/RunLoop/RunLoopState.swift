@@ -47,6 +47,8 @@ struct RunLoopState {
     var tables: [SpindleRunLoop.Mode: RunLoopModeTable] = [:]
     var performs: [RunLoopPerform] = []
     var retiringPorts: [any RunLoopPortEntry] = []
+    // `tables`, `performs` and `retiringPorts` are emptied, for good, when the owning thread exits
+    // (`SpindleRunLoop.ownerDidExit`); nothing is added to them after that.
     /// The modes being run, innermost last (runs nest when a callout runs the loop again).
     var modeStack: [SpindleRunLoop.Mode] = []
     /// Set by `stop()`, cleared by the run that observes it (a stop is never lost: a stop while the loop is not

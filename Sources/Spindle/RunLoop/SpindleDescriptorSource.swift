@@ -12,7 +12,10 @@ import Glibc
 /// Guards: `descriptor`, `interest`, `handler` are immutable; the rest is in `state`, under the source's lock.
 /// Lock order: the owning loop's lock, then this one. State machine (`Phase`): `.idle` → `.scheduled` (first
 /// `add` to a loop) → `.finished` (`cancel()` from any thread, or `.endOfFile` delivered). `.finished` is final;
-/// a finished source cannot be scheduled again (adding it does nothing).
+/// a finished source cannot be scheduled again (adding it does nothing). `.scheduled` goes back to `.idle` when
+/// it leaves its last mode, or when its loop's thread exits (`loopOrphan`); a `.scheduled` source whose loop was
+/// freed or exited (`SpindleRunLoop.ownerHasExited`, an atomic read under this lock without the loop's) counts as
+/// idle and may be added to another loop.
 public final class SpindleDescriptorSource: @unchecked Sendable {
     /// What the source waits for.
     public enum Interest: Sendable { case readable, writable }
@@ -84,7 +87,7 @@ public final class SpindleDescriptorSource: @unchecked Sendable {
             switch state.phase {
             case .finished:
                 return false
-            case .scheduled where state.loop != nil:
+            case .scheduled where state.loop?.ownerHasExited == false:
                 if state.loop !== loop { return nil }
             case .scheduled, .idle:
                 state.phase = .scheduled
@@ -104,6 +107,17 @@ public final class SpindleDescriptorSource: @unchecked Sendable {
                 state.loop = nil
             }
             return true
+        }
+    }
+
+    /// No lock. The loop's thread exited (`SpindleRunLoop.ownerDidExit`): back to `.idle` if `loop` is still the
+    /// source's loop.
+    func loopOrphan(from loop: SpindleRunLoop) {
+        self.state.withLock { state in
+            guard state.phase == .scheduled, state.loop === loop else { return }
+            state.phase = .idle
+            state.loop = nil
+            state.modes = []
         }
     }
 

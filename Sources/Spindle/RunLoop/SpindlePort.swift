@@ -12,6 +12,12 @@ protocol RunLoopPortEntry: AnyObject, Sendable {
     func loopDeliverPending() -> Bool
     /// Loop thread. Delivers the messages accepted before invalidation, then calls the invalidation handler.
     func loopFinishInvalidation()
+    /// No lock. The loop's thread exited (`SpindleRunLoop.ownerDidExit`): lets go of `loop` if it is still the
+    /// port's loop, so the port counts as unscheduled; pending messages stay.
+    func loopOrphan(from loop: SpindleRunLoop)
+    /// No lock, any thread. Completes an invalidation that no loop will serve (its thread exited): discards the
+    /// pending messages and, if this call is the one that retires the port, runs the invalidation handler here.
+    func loopRetireDiscarding()
 }
 
 /// What `loopAttach` did.
@@ -29,19 +35,28 @@ enum RunLoopAttachResult { case added, alreadyInMode, invalidated, otherLoop }
 /// - port scheduled on a live run loop: both happen on the loop's thread, at its next pass in any mode (the
 ///   port leaves every mode at once; `invalidate()` wakes the loop);
 /// - port not scheduled (or its loop's thread has exited): the handler runs on the invalidating thread before
-///   `invalidate()` returns, and the undeliverable pending messages are discarded.
+///   `invalidate()` returns, and the undeliverable pending messages are discarded;
+/// - port invalidated on a live loop whose thread then exits before serving it: the handler runs on the exiting
+///   thread as it exits, and the pending messages are discarded (see `SpindleRunLoop`).
+///
+/// A loop whose thread has exited does not hold the port: `send` still accepts messages, which wait on the port
+/// until it is added to a live loop (as for a port never scheduled).
 ///
 /// A port is on at most one run loop at a time: adding it to a second live loop throws
 /// `SpindleError.scheduledOnAnotherRunLoop` and changes nothing.
 ///
 /// Guards: `name`, `handler`, `invalidationHandler` are immutable; the rest is in `state`, under the port's lock.
-/// Lock order: the owning loop's lock, then this one. State machine (`Phase`): `.valid` → `.invalidated`
-/// (`invalidate()`) → `.retired` (invalidation handler has run). Forward only.
+/// `state.loop` is weak; a loop whose owner exited (`SpindleRunLoop.ownerHasExited`, an atomic read under this
+/// lock without the loop's) counts as none. Lock order: the owning loop's lock, then this one; never the reverse
+/// (`invalidate()` unlocks before calling the loop). State machine (`Phase`): `.valid` → `.invalidated`
+/// (`invalidate()`) → `.retired` (the transition happens once, under this lock, by whichever of the loop's pass,
+/// the loop's exit or `invalidate()` itself gets there first; that one runs the handler, after unlocking).
+/// Forward only.
 public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked Sendable, CustomStringConvertible {
     enum Phase { case valid, invalidated, retired }
 
-    /// What `invalidate()` does after unlocking.
-    enum InvalidationStep { case nothing, retireOnLoop(SpindleRunLoop), retireHere }
+    /// What `invalidate()` does after unlocking (`retireHere` carries the discarded messages, released unlocked).
+    enum InvalidationStep { case nothing, retireOnLoop(SpindleRunLoop), retireHere([Message]) }
 
     struct State {
         var phase: Phase = .valid
@@ -69,7 +84,9 @@ public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked 
         self.handler = handler
     }
 
-    /// Enqueues `message` and wakes the port's run loop. Any thread; never blocks beyond a short lock.
+    /// Enqueues `message` and wakes the port's run loop. Any thread; never blocks beyond a short lock. A port
+    /// that is not scheduled, or whose loop's thread has exited, keeps the message until it is added to a live
+    /// loop (or discards it when invalidated).
     /// - Throws: `SpindleError.portInvalidated` once the port is invalidated (the message is then not accepted).
     public func send(_ message: Message) throws(SpindleError) {
         let loop: SpindleRunLoop? = try self.state.withLock { state throws(SpindleError) in
@@ -86,15 +103,22 @@ public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked 
         let next: InvalidationStep = self.state.withLock { state in
             guard state.phase == .valid else { return .nothing }
             state.phase = .invalidated
-            if let loop = state.loop { return .retireOnLoop(loop) }
+            if let loop = state.loop, !loop.ownerHasExited { return .retireOnLoop(loop) }
             state.phase = .retired
-            state.pending = []
-            return .retireHere
+            state.loop = nil
+            state.modes = []
+            var discarded: [Message] = []
+            swap(&discarded, &state.pending)
+            return .retireHere(discarded)
         }
         switch next {
-        case .nothing: return
-        case .retireOnLoop(let loop): loop.portDidInvalidate(self)
-        case .retireHere: self.invalidationHandler?()
+        case .nothing:
+            return
+        case .retireOnLoop(let loop):
+            // The loop re-checks under its lock: if its thread exited meanwhile, it queued nothing.
+            if !loop.portDidInvalidate(self) { self.loopRetireDiscarding() }
+        case .retireHere:
+            self.invalidationHandler?()  // the discarded messages go with `next`, unlocked
         }
     }
 
@@ -115,7 +139,7 @@ public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked 
     func loopAttach(_ loop: SpindleRunLoop, mode: SpindleRunLoop.Mode) -> RunLoopAttachResult {
         self.state.withLock { state in
             guard state.phase == .valid else { return .invalidated }
-            if let current = state.loop {
+            if let current = state.loop, !current.ownerHasExited {
                 if current !== loop { return .otherLoop }
             } else {
                 state.loop = loop
@@ -157,6 +181,28 @@ public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked 
             state.phase = .retired
             return true
         }
+        if first { self.invalidationHandler?() }
+    }
+
+    func loopOrphan(from loop: SpindleRunLoop) {
+        self.state.withLock { state in
+            guard state.loop === loop else { return }
+            state.loop = nil
+            state.modes = []
+        }
+    }
+
+    func loopRetireDiscarding() {
+        var discarded: [Message] = []
+        let first: Bool = self.state.withLock { state in
+            state.loop = nil
+            state.modes = []
+            guard state.phase == .invalidated else { return false }
+            state.phase = .retired
+            swap(&discarded, &state.pending)
+            return true
+        }
+        discarded = []  // released with no lock held
         if first { self.invalidationHandler?() }
     }
 

@@ -1,5 +1,6 @@
 import CShim
 import Glibc
+import Synchronization
 
 /// A per-thread event loop: ports, timers, descriptor sources and performed blocks, served in modes, sleeping in
 /// the kernel (an eventfd and poll(2)) when there is nothing to do (NSRunLoop/CFRunLoop's role).
@@ -8,6 +9,19 @@ import Glibc
 /// freed when the thread exits (closing its eventfd), unless someone else still holds it. `SpindleRunLoop.main`
 /// belongs to the process's main thread. Only the owning thread may *run* a loop (the `run…` methods throw
 /// `SpindleError.runLoopNotOwned` elsewhere); every other method may be called from any thread.
+///
+/// When the owning thread exits (a `SpindleRunLoopThread` after its last pass, or any other thread as its
+/// thread-locals are destroyed), the loop is *exited*, even if someone still holds it: nobody will run it again.
+/// Then (see `ownerDidExit`, SpindleRunLoop+OwnerExit.swift):
+/// - ports invalidated and still waiting for the loop get their invalidation handler once, on the exiting thread,
+///   and their undelivered messages are discarded; every port, timer and descriptor source scheduled there counts
+///   as unscheduled (a port keeps the messages sent to it) and can be added to a live loop;
+/// - invalidating a port that was scheduled there runs its handler on the invalidating thread before
+///   `invalidate()` returns, discarding its pending messages; `SpindlePort.send` still accepts messages, which
+///   wait on the port until it is scheduled on a live loop (as for any unscheduled port);
+/// - `perform` queues nothing and returns false (the block is released, never run); performs queued earlier and
+///   not run are dropped; `add` throws `SpindleError.runLoopExited` and changes nothing;
+/// - the main loop is never exited.
 ///
 /// Decisions (Spindle's contract, SEMANTICS Part 1 item 12):
 /// - a mode with no sources, timers or pending performs returns at once (`runOnce` returns false), except the
@@ -24,11 +38,19 @@ import Glibc
 ///   `SpindleRunLoopThread`'s two flags (`heldOpen`, `stopForGood`).
 /// - `inService` is touched only by the owning thread (no lock): ports and sources whose callouts are under way.
 /// - `wakeup` and `isMainLoop` are immutable after `init`.
+/// - `ownerExited` (an atomic) is set once, false → true, by the owning thread with `state` held (in the same
+///   critical section that empties the loop). Code holding `state` reads it exactly; ports, timers and sources
+///   read it without `state`, under their own lock (which may not take the loop's), to tell an exited loop from
+///   a live one. Such a read that says "live" may be overtaken by the exit: each caller then either re-checks
+///   under `state` (`portDidInvalidate`) or acts as if it came first (`scheduledOnAnotherRunLoop`).
 ///
 /// Lock order: `state`, then a timer's, port's or descriptor source's own lock. Never the reverse: their
 /// `invalidate()`/`cancel()` release their own lock before calling into the loop. No user code (handlers,
 /// blocks, timer callbacks) ever runs with a lock held: each pass is decided under `state` and carried out
 /// after unlocking.
+///
+/// Life of a loop (not the main one): live (its owning thread may run it) → exited (`ownerExited`; the owning
+/// thread has exited; final).
 ///
 /// State machine of a run (per call, on the owning thread): idle → running `mode` (pushed on `modeStack`)
 /// → passes: [drain eventfd → plan under lock → fire due timers → run performs → deliver port messages →
@@ -42,8 +64,18 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     let isMainLoop: Bool
     /// Owner thread only: identifiers of ports and sources whose handlers are running further up the stack.
     var inService: Set<ObjectIdentifier> = []
+    /// Whether the owning thread has exited (see the type's documentation and `ownerDidExit`).
+    let ownerExited = Atomic<Bool>(false)
 
-    private static let slot = SpindleThreadLocal<SpindleRunLoop?>(initial: { nil })
+    /// What a thread's slot holds: released when the thread exits (its thread-locals are destroyed), which tells
+    /// the loop its owner is gone.
+    private final class Ownership {
+        let loop: SpindleRunLoop
+        init(_ loop: SpindleRunLoop) { self.loop = loop }
+        deinit { self.loop.ownerDidExit() }
+    }
+
+    private static let slot = SpindleThreadLocal<Ownership?>(initial: { nil })
 
     private init(isMainLoop: Bool) { self.isMainLoop = isMainLoop }
 
@@ -52,9 +84,9 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// The calling thread's run loop: made on first access, the same object on every access from this thread,
     /// and `main` on the main thread. Any thread.
     public static var current: SpindleRunLoop {
-        if let loop = slot.value { return loop }
+        if let ownership = slot.value { return ownership.loop }
         let loop = SpindleThread.isMainThread ? SpindleRunLoop.main : SpindleRunLoop(isMainLoop: false)
-        slot.value = loop
+        slot.value = Ownership(loop)
         return loop
     }
 
@@ -65,8 +97,12 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// Whether the calling thread owns this loop (and so may run it). Any thread.
     public var isOwnedByCurrentThread: Bool {
         if self.isMainLoop { return SpindleThread.isMainThread }
-        return SpindleRunLoop.slot.value === self
+        return SpindleRunLoop.slot.value?.loop === self
     }
+
+    /// Whether the owning thread has exited: nothing will be served on this loop again. Never true for the main
+    /// loop. Any thread, no lock (see `ownerExited`).
+    var ownerHasExited: Bool { self.ownerExited.load(ordering: .acquiring) }
 
     func checkOwner() throws(SpindleError) {
         guard self.isOwnedByCurrentThread else { throw .runLoopNotOwned }
@@ -106,14 +142,16 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// Schedules `port` in `mode`, so this loop delivers its messages when running that mode. Adding it to a
     /// mode it is already in does nothing; adding it to another mode schedules it there too. Any thread; wakes
     /// the loop.
-    /// - Throws: `SpindleError.portInvalidated` if the port was invalidated; `scheduledOnAnotherRunLoop` if it is
-    ///   scheduled on another live run loop. Nothing changes then.
+    /// - Throws: `SpindleError.runLoopExited` if this loop's thread has exited; `portInvalidated` if the port was
+    ///   invalidated; `scheduledOnAnotherRunLoop` if it is scheduled on another live run loop. Nothing changes then.
     public func add<Message>(_ port: SpindlePort<Message>, forMode mode: Mode = .default) throws(SpindleError) {
-        let result = self.state.withLock { state -> RunLoopAttachResult in
+        let result = self.state.withLock { state -> RunLoopAttachResult? in
+            guard !self.ownerHasExited else { return nil }
             let result = port.loopAttach(self, mode: mode)
             if result == .added { state.tables[mode, default: RunLoopModeTable()].ports[ObjectIdentifier(port)] = port }
             return result
         }
+        guard let result else { throw .runLoopExited }
         if result == .invalidated { throw .portInvalidated(name: port.name) }
         if result == .otherLoop { throw .scheduledOnAnotherRunLoop(name: port.name) }
         self.wakeUp()
@@ -137,12 +175,17 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
 
     /// Called by `SpindlePort.invalidate()` (no port lock held): the port leaves every mode and waits in
     /// `retiringPorts` for the loop thread to deliver its last messages and call its invalidation handler.
-    func portDidInvalidate(_ port: any RunLoopPortEntry) {
-        self.state.withLock { state in
+    /// Returns false, changing nothing, when the owning thread has exited meanwhile (the port then retires on the
+    /// invalidating thread); the check is under `state`, so the port is queued only if `ownerDidExit` will see it.
+    func portDidInvalidate(_ port: any RunLoopPortEntry) -> Bool {
+        let queued = self.state.withLock { state -> Bool in
+            guard !self.ownerHasExited else { return false }
             for mode in port.loopDetachAll() { state.tables[mode]?.ports[ObjectIdentifier(port)] = nil }
             state.retiringPorts.append(port)
+            return true
         }
-        self.wakeUp()
+        if queued { self.wakeUp() }
+        return queued
     }
 
     // MARK: - Timers
@@ -150,20 +193,22 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// Schedules `timer` in `mode`. The first `add` sets its first firing one interval from now; adding it to
     /// more modes of this loop does not move it. Adding an invalidated timer does nothing. Any thread; wakes the
     /// loop so it recomputes its sleep.
-    /// - Throws: `scheduledOnAnotherRunLoop` if the timer is scheduled on another live run loop (nothing changes).
+    /// - Throws: `SpindleError.runLoopExited` if this loop's thread has exited; `scheduledOnAnotherRunLoop` if the
+    ///   timer is scheduled on another live run loop. Nothing changes then.
     public func add(_ timer: SpindleTimer, forMode mode: Mode = .default) throws(SpindleError) {
         let now = cshim_clock_monotonic_ns()
-        let elsewhere = self.state.withLock { state -> Bool in
+        let refusal = self.state.withLock { state -> SpindleError? in
+            guard !self.ownerHasExited else { return .runLoopExited }
             switch timer.loopSchedule(on: self, mode: mode, now: now, sequence: { state.takeSequence() }) {
-            case .otherLoop: return true
-            case .unchanged: return false
+            case .otherLoop: return .scheduledOnAnotherRunLoop(name: "SpindleTimer")
+            case .unchanged: return nil
             case .push(let entry):
                 state.tables[mode, default: RunLoopModeTable()].timers[ObjectIdentifier(timer)] = timer
                 state.tables[mode]!.heap.push(entry)
-                return false
+                return nil
             }
         }
-        if elsewhere { throw .scheduledOnAnotherRunLoop(name: "SpindleTimer") }
+        if let refusal { throw refusal }
         self.wakeUp()
     }
 
@@ -184,19 +229,20 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
 
     /// Starts watching `source`'s descriptor when this loop runs `mode`. Adding it to a mode it is already in, or
     /// adding a finished source, does nothing. Any thread; wakes the loop.
-    /// - Throws: `scheduledOnAnotherRunLoop` if the source is scheduled on another live run loop (nothing
-    ///   changes).
+    /// - Throws: `SpindleError.runLoopExited` if this loop's thread has exited; `scheduledOnAnotherRunLoop` if the
+    ///   source is scheduled on another live run loop. Nothing changes then.
     public func add(_ source: SpindleDescriptorSource, forMode mode: Mode = .default) throws(SpindleError) {
-        let elsewhere = self.state.withLock { state -> Bool in
+        let refusal = self.state.withLock { state -> SpindleError? in
+            guard !self.ownerHasExited else { return .runLoopExited }
             switch source.loopAttach(self, mode: mode) {
-            case nil: return true
-            case false: return false
+            case nil: return .scheduledOnAnotherRunLoop(name: "SpindleDescriptorSource(\(source.descriptor))")
+            case false: return nil
             case true:
                 state.tables[mode, default: RunLoopModeTable()].sources[ObjectIdentifier(source)] = source
-                return false
+                return nil
             }
         }
-        if elsewhere { throw .scheduledOnAnotherRunLoop(name: "SpindleDescriptorSource(\(source.descriptor))") }
+        if let refusal { throw refusal }
         self.wakeUp()
     }
 
@@ -225,13 +271,23 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// runs first, then first in, first out. A pending perform counts as a source: a run of a matching mode
     /// with nothing else still runs it, and `runOnce` reports it as handled. Any thread, including the loop's
     /// own (the block then runs at the next pass). The block is released after it runs.
+    ///
+    /// Once the loop's thread has exited, nothing will run the block: it is not queued (it is released on the
+    /// calling thread, never run) and the call returns false. A block queued before the exit and not run
+    /// by then (queued after the thread's last pass, or for a mode it did not run again) is dropped unrun at the
+    /// exit, released on the exiting thread.
+    /// - Returns: whether the block was queued: false only when the loop's thread has exited.
+    @discardableResult
     public func perform(inModes modes: [Mode] = [.common], order: Int = 0,
-                        _ block: @escaping @Sendable () -> Void) {
-        self.state.withLock { state in
+                        _ block: @escaping @Sendable () -> Void) -> Bool {
+        let queued = self.state.withLock { state -> Bool in
+            guard !self.ownerHasExited else { return false }
             state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence(),
                                                  block: block))
+            return true
         }
-        self.wakeUp()
+        if queued { self.wakeUp() }
+        return queued
     }
 
     /// Makes the innermost run of this loop return as soon as its current callout returns (all of `run()` or

@@ -5,7 +5,10 @@
 /// with nothing registered; a `stop()` someone else sends the loop only makes it look again. `shutdown` stops it
 /// for good (`RunLoopState.stopForGood`, which a nested run cannot consume): the current callout finishes, then
 /// what is ready in the default mode (performs, port messages, due timers) is served until a pass finds nothing to
-/// do, then the thread exits and is joined.
+/// do, then the loop becomes *exited* (`SpindleRunLoop.ownerDidExit`: ports invalidated too late for the last pass
+/// get their invalidation handler on this thread, what is still scheduled counts as unscheduled and can move to a
+/// live loop, later `perform`s return false), then the thread exits and is joined. `runLoop` stays readable after
+/// the shutdown, as an exited loop.
 ///
 /// Guards: `control` (a pthread mutex and condition) guards `state`; the loop's two flags are under the loop's own
 /// lock. Lock order: `control`, then the loop's lock. The thread's body holds `control` and the loop,
@@ -13,11 +16,12 @@
 /// stop and detaches the thread, which exits after its current callout (nothing blocks in `deinit`).
 ///
 /// States (`Control.State`), forward only, all under `control`: `running` → `stopping` (`shutdown` or `deinit`
-/// asked it to stop) → `exited` (the body is past its last pass) → `joining` (one `shutdown` call reaps the thread,
-/// without the lock) → `joined` (later calls return at once). Overlapping `shutdown` calls wait for `joined`.
+/// asked it to stop) → `exited` (the body is past its last pass and its loop is exited) → `joining` (one
+/// `shutdown` call reaps the thread, without the lock) → `joined` (later calls return at once). Overlapping
+/// `shutdown` calls wait for `joined`.
 public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConvertible {
     /// The loop the thread runs: add ports, timers and descriptor sources to it, or `perform` blocks on it, from
-    /// any thread.
+    /// any thread. Once the thread has exited (after `shutdown`), the loop is exited: see `SpindleRunLoop`.
     public let runLoop: SpindleRunLoop
     /// The thread running `runLoop`.
     public let thread: SpindleThread
@@ -58,7 +62,7 @@ public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConver
     }
 
     /// The thread's life: hold the loop alive, run it until asked to stop for good, serve what is already queued,
-    /// report the exit.
+    /// mark the loop exited, report the exit.
     private static func body(_ control: Control, _ started: Started) {
         let loop = SpindleRunLoop.current
         do {
@@ -79,6 +83,9 @@ public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConver
             $0.stopForGood = false
         }
         loop.serveReadyWork(mode: .default)  // what was queued before the stop
+        // The loop is exited from here on, before `shutdown` can return: ports invalidated after the last pass are
+        // retired now, on this thread (the thread-local slot's own call, as the thread ends, then does nothing).
+        loop.ownerDidExit()
         control.condition.withLock {
             control.state = .exited
             control.condition.broadcast()

@@ -16,7 +16,9 @@ import CShim
 ///
 /// State machine (`Phase`): `.unscheduled` → `.scheduled` (first `add` to a loop) → `.invalidated` (`invalidate()`
 /// from any thread, or a one-shot timer firing). `.invalidated` is final. A `.scheduled` timer whose loop was
-/// freed (its thread exited) counts as unscheduled and may be added to another loop.
+/// freed, or whose loop's thread has exited (`SpindleRunLoop.ownerHasExited`, an atomic read under this lock
+/// without the loop's; the exit also clears `loop`, see `loopOrphan`), counts as unscheduled: it has no
+/// `fireDate` and may be added to another loop, where it first fires one interval after that `add`.
 ///
 /// Firing: the loop decides a pass's firings under its lock (`loopDidFire` sets `firePending`) and runs the
 /// handlers afterwards (`loopFire` clears it and runs the handler only if it was still set). `invalidate()`
@@ -106,7 +108,7 @@ public final class SpindleTimer: @unchecked Sendable {
     /// When the timer fires next, or nil when it is not scheduled or was invalidated. Any thread.
     public var fireDate: SpindleDeadline? {
         self.state.withLock { state in
-            state.phase == .scheduled && state.loop != nil
+            state.phase == .scheduled && state.loop?.ownerHasExited == false
                 ? SpindleDeadline(uptimeNanoseconds: state.fireNanoseconds) : nil
         }
     }
@@ -122,7 +124,7 @@ public final class SpindleTimer: @unchecked Sendable {
         }
     }
 
-    // MARK: - Loop side (called with the owning loop's lock held)
+    // MARK: - Loop side (called with the owning loop's lock held, except where noted)
 
     /// Schedules the timer on `loop` in `mode` at `now`. Returns the heap entry to push, or nil when nothing
     /// changes (invalidated, or already in that mode), or `.otherLoop` when it is scheduled on another live loop.
@@ -134,7 +136,7 @@ public final class SpindleTimer: @unchecked Sendable {
             switch state.phase {
             case .invalidated:
                 return .unchanged
-            case .scheduled where state.loop != nil:
+            case .scheduled where state.loop?.ownerHasExited == false:
                 if state.loop !== loop { return .otherLoop }
                 guard state.modes.insert(mode).inserted else { return .unchanged }
             case .scheduled, .unscheduled:
@@ -148,6 +150,17 @@ public final class SpindleTimer: @unchecked Sendable {
             }
             return .push(RunLoopTimerEntry(fireNanoseconds: state.fireNanoseconds, sequence: state.sequence,
                                            generation: state.generation, timer: self))
+        }
+    }
+
+    /// No lock. The loop's thread exited (`SpindleRunLoop.ownerDidExit`): lets go of `loop` if it is still the
+    /// timer's loop, so the timer counts as unscheduled (its heap entries there are gone with the loop's tables).
+    func loopOrphan(from loop: SpindleRunLoop) {
+        self.state.withLock { state in
+            guard state.phase == .scheduled, state.loop === loop else { return }
+            state.loop = nil
+            state.modes = []
+            state.generation &+= 1
         }
     }
 
