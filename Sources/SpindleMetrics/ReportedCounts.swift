@@ -58,6 +58,9 @@ struct ReportedCounts: Equatable, Sendable {
 
     /// `duration` in whole nanoseconds, saturating at `Int64.max`.
     static func nanoseconds(_ duration: Duration) -> Int64 {
+        // `components` traps beyond Int64.max seconds (a Duration holds about 1.7e20): saturate before it.
+        if duration >= .seconds(Int64.max / 1_000_000_000) { return .max }
+        if duration <= .seconds(Int64.min / 1_000_000_000) { return .min }
         let (seconds, attoseconds) = duration.components
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return seconds < 0 ? .min : .max }

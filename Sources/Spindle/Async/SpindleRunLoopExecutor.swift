@@ -6,9 +6,11 @@
 ///
 /// Two ways to get one:
 /// - `init(name:)` starts a Spindle thread that runs its loop until the executor is released (a keep-alive port
-///   stops the empty loop from returning; releasing the executor invalidates it and the thread exits);
+///   stops the empty loop from returning, and a `stop()` of the loop only makes it run again; releasing the
+///   executor invalidates the port and the thread exits);
 /// - `init(runLoop:)` uses a loop some thread already runs (for example the main thread running
-///   `SpindleRunLoop.main`); jobs then run whenever that thread runs its loop in a common mode.
+///   `SpindleRunLoop.main`); jobs then run whenever that thread runs its loop in a common mode. That thread must
+///   outlive every use of the actor: a job enqueued after it exited traps (see `enqueue`).
 ///
 /// Each job is a `perform` on the loop (common modes), so it also runs while the loop's thread runs the loop
 /// nested inside another callout. `checkIsolated()` and `isIsolatingCurrentContext()` answer whether the calling
@@ -36,7 +38,9 @@ public final class SpindleRunLoopExecutor: SerialExecutor, @unchecked Sendable {
             try! loop.add(port)  // a new port, on its own thread's loop: cannot fail
             started.withLockedValue { $0 = loop }
             ready.signal()
-            _ = try? loop.run(untilInvalidated: port)
+            // Until the executor is released: a `stop()` someone sends the (public) loop only makes it run again,
+            // so the thread, and the actor's jobs with it, never end before the executor does.
+            while port.isValid { _ = try? loop.run(untilInvalidated: port) }
         }
         ready.wait()
         self.runLoop = started.value!
@@ -56,9 +60,15 @@ public final class SpindleRunLoopExecutor: SerialExecutor, @unchecked Sendable {
     }
 
     /// Schedules `job` on the loop (wakes it). Called by the concurrency runtime; any thread.
+    ///
+    /// Traps if the loop's thread has exited (possible only with `init(runLoop:)`: that thread must outlive the
+    /// actor's use): the job could run on no thread the actor may use, and dropping it would suspend its task for
+    /// ever without a word. The same holds for jobs still waiting on the loop when its thread exits.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        self.runLoop.perform { [self] in job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+        let accepted = self.runLoop.perform { [self] in job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+        precondition(accepted,
+                     "SpindleRunLoopExecutor: the thread of \(self.runLoop) has exited; its actor's job cannot run")
     }
 
     /// Traps unless the calling thread owns the loop (the runtime calls it for `assumeIsolated` checks).

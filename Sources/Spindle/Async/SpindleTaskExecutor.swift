@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A `TaskExecutor` (SE-0417) backed by a `SpindleOperationQueue`: every job a task hands it runs as one
 /// operation of that queue, on one of the queue's threads, within its width and suspension (unless the queue
 /// refuses or cannot take it: see `enqueue`). Use it with
@@ -7,6 +9,8 @@
 /// A job runs until its task next suspends, so a task occupies a thread and a slot only while it has work; a
 /// suspended task holds neither. Job priority maps onto queue priority (high → `.high`, medium → `.normal`, low
 /// and utility → `.low`, background → `.veryLow`). Jobs are counted in `operationCount` while they wait or run.
+/// A job runs even if its operation is cancelled (`cancelAllOperations`, a cancelling shutdown): its task is
+/// waiting for it. Task cancellation is the task's own, as usual.
 ///
 /// Guards: none needed; `queue` is immutable and the queue is thread-safe. Keeps the queue alive.
 /// Threading: `enqueue` from any thread (the concurrency runtime calls it).
@@ -31,10 +35,17 @@ public final class SpindleTaskExecutor: TaskExecutor, @unchecked Sendable {
     }
 }
 
-/// One job of a task, run as an operation by `SpindleTaskExecutor`. Immutable after `init`.
+/// One job of a task, run as an operation by `SpindleTaskExecutor`. The job runs exactly once, also when its
+/// operation was cancelled (`cancelAllOperations`, a cancelling shutdown, a deadline): its task waits for it, and a
+/// job never run is a task suspended for ever. A cancelled one runs in `start()`, on the thread finishing the
+/// operation, before the operation finishes (so within the queue's width, like any other).
+///
+/// Guards: `job` and `executor` are immutable after `init`; `ran` (atomic) makes the job run once. States: job
+/// waiting → job run (by `main`, or by `start()` for a cancelled operation; once).
 final class ExecutorJobOperation: SpindleOperation, @unchecked Sendable {
     private let job: UnownedJob
     private let executor: SpindleTaskExecutor
+    private let ran = Atomic<Bool>(false)
 
     init(job: UnownedJob, executor: SpindleTaskExecutor) {
         self.job = job
@@ -42,7 +53,23 @@ final class ExecutorJobOperation: SpindleOperation, @unchecked Sendable {
         super.init()
     }
 
-    override func main() throws {
+    override func start() throws {
+        switch try self.claimExecution() {
+        case .claimed:
+            self.runMainOnThisThread()
+            self.completeExecution(error: nil)
+        case .cancelled:
+            self.runJob()  // cancelled before it ran: the job still must
+            self.completeExecution(error: nil)
+        case .finished:
+            return
+        }
+    }
+
+    override func main() throws { self.runJob() }
+
+    private func runJob() {
+        guard !self.ran.exchange(true, ordering: .acquiringAndReleasing) else { return }
         self.job.runSynchronously(on: self.executor.asUnownedTaskExecutor())
     }
 

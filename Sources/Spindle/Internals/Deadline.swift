@@ -20,7 +20,7 @@ public struct SpindleDeadline: Comparable, Hashable, Sendable, CustomStringConve
     /// `timeout` from now; negative or zero timeouts give `now`, huge ones saturate to `distantFuture`.
     public static func after(_ timeout: Duration) -> SpindleDeadline {
         let now = cshim_clock_monotonic_ns()
-        let (seconds, attos) = timeout.components
+        let (seconds, attos) = timeout.clampedComponents
         if seconds < 0 || (seconds == 0 && attos <= 0) { return SpindleDeadline(uptimeNanoseconds: now) }
         if seconds >= Int64(UInt64.max / 1_000_000_000) { return .distantFuture }
         let ns = UInt64(seconds) * 1_000_000_000 + UInt64(attos / 1_000_000_000)
@@ -58,5 +58,16 @@ public struct SpindleDeadline: Comparable, Hashable, Sendable, CustomStringConve
     /// "distantFuture", or "uptime N ns" (for diagnostics). Any thread; throws nothing.
     public var description: String {
         self == .distantFuture ? "distantFuture" : "uptime \(self.uptimeNanoseconds) ns"
+    }
+}
+
+extension Duration {
+    /// `components`, with the seconds clamped to `Int64`'s range first: a `Duration` holds up to about 1.7e20
+    /// seconds either way, and `components` traps beyond `Int64.max` seconds. Every timeout and interval Spindle
+    /// converts goes through this, so a huge one saturates instead of trapping.
+    var clampedComponents: (seconds: Int64, attoseconds: Int64) {
+        if self >= .seconds(Int64.max) { return (Int64.max, 0) }
+        if self <= .seconds(Int64.min) { return (Int64.min, 0) }
+        return self.components
     }
 }

@@ -62,7 +62,7 @@ extension SpindleRetryOperation {
         }
 
         private static func seconds(_ duration: Duration) -> Double {
-            let (s, attoseconds) = duration.components
+            let (s, attoseconds) = duration.clampedComponents
             return Double(s) + Double(attoseconds) / 1e18
         }
     }

@@ -209,7 +209,7 @@ public final class SpindleTimer: @unchecked Sendable {
     static func clampTolerance(_ value: Double) -> Double { value.isNaN || value < 0 ? 0 : value }
 
     static func seconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
+        let (seconds, attoseconds) = duration.clampedComponents
         return Double(seconds) + Double(attoseconds) * 1e-18
     }
 }

@@ -82,7 +82,7 @@ final class BlockHelperPool: @unchecked Sendable {
     var idleTimeout: Duration {
         get { self.mutex.withLock { .nanoseconds(Int64(clamping: self.idleTimeoutNanos)) } }
         set {
-            let (seconds, attos) = newValue.components
+            let (seconds, attos) = newValue.clampedComponents
             var nanos: UInt64 = 0
             if seconds >= Int64(UInt64.max / 1_000_000_000) {
                 nanos = UInt64.max  // saturates: such a helper never retires

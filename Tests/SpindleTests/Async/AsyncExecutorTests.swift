@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 
 @testable import Spindle
@@ -84,6 +85,41 @@ import Testing
         #expect(ExecutorJobOperation.queuePriority(for: JobPriority(TaskPriority.medium)) == .normal)
         #expect(ExecutorJobOperation.queuePriority(for: JobPriority(TaskPriority.low)) == .low)
         #expect(ExecutorJobOperation.queuePriority(for: JobPriority(TaskPriority.background)) == .veryLow)
+    }
+
+    /// A job whose operation the queue cancels (`cancelAllOperations` while it waits) still runs: its task is
+    /// waiting for it (before, the operation finished unrun and the task never resumed).
+    @Test func aJobWhoseOperationIsCancelledStillRuns() async throws {
+        let queue = try SpindleOperationQueue(name: "at-cancelled-job", maxConcurrentOperationCount: 1)
+        queue.isSuspended = true
+        let ran = QTFlag()
+        let task = Task(executorPreference: queue.taskExecutor) { () -> Int in
+            ran.set()
+            return 42
+        }
+        #expect(await atEventually { queue.operationCount == 1 }, "the task's first job waits in the queue")
+        queue.cancelAllOperations()
+        queue.isSuspended = false
+        // Bounded, so a dropped job fails the test instead of hanging it.
+        #expect(await atEventually(seconds: qtDeadline) { ran.isSet }, "the cancelled operation's job never ran")
+        if ran.isSet { #expect(await task.value == 42) }
+        #expect(await atEventually { queue.operationCount == 0 })
+        queue.shutdown(.drain)
+    }
+
+    /// A huge but valid `Duration` (beyond `Int64.max` seconds, where `Duration.components` traps) saturates.
+    @Test func hugeDurationsSaturateInsteadOfTrapping() async {
+        await #expect(processExitsWith: .success) {
+            let huge = Duration.seconds(Int64.max) * 4
+            guard SpindleDeadline.after(huge) == .distantFuture, SpindleDeadline.after(.zero - huge) <= .now else {
+                exit(3)
+            }
+            let semaphore = try! SpindleSemaphore(value: 1)
+            guard semaphore.wait(timeout: huge), !semaphore.wait(timeout: .zero - huge) else { exit(4) }
+            let backoff = SpindleRetryOperation.Backoff.exponential(first: huge, maximum: huge * 2)
+            guard backoff.delay(beforeAttempt: 3) == huge * 2 else { exit(5) }
+            exit(0)
+        }
     }
 
     // MARK: Run-loop executor
@@ -188,5 +224,24 @@ import Testing
         #expect(tid == thread.threadID)
         port.invalidate()
         try thread.join()
+    }
+
+    /// A `stop()` of the executor's own loop does not end its thread: the actor keeps working (before, the thread
+    /// exited and every later call into the actor hung).
+    @Test func stoppingTheExecutorsLoopDoesNotEndItsThread() async throws {
+        let executor = try SpindleRunLoopExecutor(name: "at-device")
+        let device = Device(executor: executor)
+        let tid = await device.call()
+        for _ in 0..<3 {
+            executor.runLoop.stop()
+            let answers = QTLog<Int32>()
+            let call = Task { answers.append(await device.call()) }
+            // Bounded, so a dropped job fails the test instead of hanging it.
+            #expect(await atEventually(seconds: qtDeadline) { answers.count == 1 }, "the actor stopped answering")
+            guard answers.count == 1 else { return }
+            await call.value
+            #expect(answers.all == [tid])
+        }
+        #expect(executor.thread?.isFinished == false)
     }
 }
