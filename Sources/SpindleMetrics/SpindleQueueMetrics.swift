@@ -134,7 +134,10 @@ public final class SpindleQueueMetrics: Sendable {
                 next = next.advanced(by: interval * missed)
             }
             do {
-                try await clock.sleep(until: next)
+                // In steps of at most about 136 years: `sleep(until:)` traps past Int64.max seconds.
+                while clock.now < next {
+                    try await clock.sleep(until: min(next, clock.now.advanced(by: .seconds(1 << 32))))
+                }
             } catch {
                 break  // cancelled
             }

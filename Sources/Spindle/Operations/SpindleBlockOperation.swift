@@ -73,7 +73,7 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
             return
         }
         let blocks = BlockList(first: self.first, more: more)
-        let run = BlockRun(blocks, of: self, queue: ThreadContext.withCurrent { $0.queue })
+        let run = ThreadContext.withCurrent { BlockRun(blocks, of: self, queue: $0.queue, slot: $0.starting) }
         run.callHelper()  // block 0 is already the owner's (`next` starts at 1)
         run.work()
         run.finish()
@@ -113,16 +113,21 @@ final class BlockRun: @unchecked Sendable {
     /// operation's own thread. Immutable; alive while a helper may use them (see Lifetime).
     private unowned(unsafe) let operation: SpindleOperation
     private unowned(unsafe) let queue: SpindleOperationQueue?
+    /// The owner thread's `ThreadContext.starting`: the operation whose queue slot this run works in (compared by
+    /// address only), so a batch wait from a helper counts that slot once (`QueueCore+BatchWait`).
+    private let slot: UnsafeMutableRawPointer?
     private let count: Int  // immutable
     private let next = Atomic<Int>(1)  // block 0 is the owner's
     private let active = Atomic<Int>(0)
     private let closed = Atomic<Bool>(false)
     private let called = Atomic<Int>(0)  // helpers asked for so far
 
-    init(_ blocks: BlockList, of operation: SpindleOperation, queue: SpindleOperationQueue?) {
+    init(_ blocks: BlockList, of operation: SpindleOperation, queue: SpindleOperationQueue?,
+         slot: UnsafeMutableRawPointer?) {
         self.blocks = blocks
         self.operation = operation
         self.queue = queue
+        self.slot = slot
         self.count = blocks.count
     }
 
@@ -158,13 +163,15 @@ final class BlockRun: @unchecked Sendable {
             if index < self.count {
                 self.callHelper()  // after taking ours, so the next helper is called only for blocks left
                 ThreadContext.withCurrent { context in
-                    let outerQueue = context.queue
+                    let (outerQueue, outerSlot) = (context.queue, context.starting)
                     context.queue = self.queue
+                    context.starting = self.slot
                     self.operation.runAsCurrent(in: context) {
                         self.runBlock(index)
                         self.drain()
                     }
                     context.queue = outerQueue
+                    context.starting = outerSlot
                 }
             }
         }

@@ -12,7 +12,8 @@ extension SpindleOperation {
     /// When true, this operation is cancelled (and finishes without running `main`, its `cancellationReason`
     /// `.dependencyFailed`) if any of its dependencies failed (`main` threw, or `finish(throwing:)`) or was
     /// cancelled. Default false: as with Apple's queues, a dependency counts as done however it ended. Set it
-    /// before the operation starts. Any thread.
+    /// before the operation starts. Any thread. A barrier (`addBarrierBlock`) never counts as failed: a cancel-all
+    /// cancels it, and the operations behind it, added after, are not the cancel-all's.
     public final var cancelsOnFailedDependency: Bool {
         get { self.currentState.propagatesFailure }
         set {
@@ -31,9 +32,11 @@ extension SpindleOperation {
     /// Whether it finished with an error (`main` threw, or `finish(throwing:)`). Lock-free. Any thread.
     public final var hasFailed: Bool { self.currentState.isFailed }
 
-    /// Whether some dependency failed or was cancelled.
+    /// Whether some dependency failed or was cancelled. A barrier does not count (see `completeExecution`): an
+    /// operation with exclusivity categories depends on the barrier ahead of it, which a cancel-all cancels.
     final var hasFailedDependency: Bool {
         self.dependencies.contains { dependency in
+            if dependency.isBarrier { return false }
             let s = dependency.currentState
             return s.isFailed || s.isCancelled
         }

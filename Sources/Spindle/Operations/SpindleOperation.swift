@@ -307,7 +307,9 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
                 self.dependentsReleased = true
                 dependents = l.takeDependents()
             }
-            return (completion, l.queue.take(), drain, failedBit != 0 || s.isCancelled, deadline)
+            // A barrier is the queue's ordering device, not a piece of work: its being cancelled (a cancel-all) is
+            // no failure to its dependents (`cancelsOnFailedDependency`).
+            return (completion, l.queue.take(), drain, (failedBit != 0 || s.isCancelled) && !self.isBarrier, deadline)
         }
         if let deadline { DeadlineTimer.shared.remove(deadline) }
         if drain { self.drainObservations() }

@@ -37,8 +37,9 @@ final class ThreadContext {
     @exclusivity(unchecked) var deferrable: UnsafeMutableRawPointer?
     /// The operation its queue is starting on this thread (`QueueCore.run`, for as long as its `start()` runs):
     /// only a call on this thread may move that operation out of `dispatching`, so a `start()` from any other
-    /// thread throws `operationEnqueued` even after a worker took it. Compared by address only (never
-    /// dereferenced).
+    /// thread throws `operationEnqueued` even after a worker took it. A block operation's helper threads carry
+    /// their owner's, while they run its blocks: it also names the queue slot a thread works in
+    /// (`SpindleOperationQueue.slotHeldByCallingThread`). Compared by address only (never dereferenced).
     @exclusivity(unchecked) var starting: UnsafeMutableRawPointer?
     /// While a worker runs the operations it reserved (`QueueCore.runNextUnlocking`): the operation it took, if it
     /// finished here, and the first reserved one that has run (the others follow through `nextLink`). Their queue

@@ -22,9 +22,10 @@ extension QueueCore {
         if self.lifecycle.request(mode) {  // 3. running → draining/cancelling, draining → cancelling
             // 4. blocked producers' operations were never accepted: refused, given back by their producers
             after.addSemaphores(self.admission.refuseAll(.queueShutDown(name: self.name)))
-            if self.slots.suspended {  // 5. a suspended queue resumes
+            if self.slots.suspended {  // 5. a suspended queue resumes (reserved operations come back if a slot is free)
                 self.slots.setSuspended(false)
                 self.invalidateReservations()
+                self.reclaimForFreeSlotLocked()
             }
             if self.lifecycle.state == .cancelling {  // 6. the members, to cancel after unlocking
                 // Reserved operations give way (workers cancel what they take from now on, and reserve nothing).

@@ -79,6 +79,8 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var reservations: [Reservation] = []
     @exclusivity(unchecked) var reservationHolders = 0
     @exclusivity(unchecked) var reservedTotal = 0  // operations ever reserved (diagnostics and tests)
+    /// Batch waits under way, by the slot they hold (`QueueCore+BatchWait`): waiter threads per slot-holding member.
+    @exclusivity(unchecked) var batchWaitsBySlot: [UInt: Int] = [:]
     /// `reservedFloor` (below), as seen under the lock: what workers pushing into the buckets compare with.
     @exclusivity(unchecked) var floorLocked = QueueCore.noFloor
     /// Async drain waiters (`waitUntilAllOperationsAreFinished() async`), each signalled once when the queue

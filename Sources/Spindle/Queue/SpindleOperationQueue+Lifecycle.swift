@@ -99,6 +99,12 @@ extension SpindleOperationQueue {
     public func awaitTermination(timeout: Duration) async throws -> Bool {
         try self.refuseAsyncTerminationWait()
         if self.core.waitForTermination(until: .after(.zero)) { return true }  // a look, without waiting
+        // Beyond about 584 years (where every Spindle deadline saturates): no timeout, and no `Task.sleep`, which
+        // traps past Int64.max seconds.
+        if SpindleDeadline.after(timeout) == .distantFuture {
+            try await self.awaitTermination()
+            return true
+        }
         let waited = try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
                 try await self.awaitTermination()

@@ -119,9 +119,9 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         hooks?.willAdd(operations, to: self)
         try self.refuseIfInheritedAcrossFork()
         // A member waiting for a batch in its own queue holds its slot meanwhile: refuse the wait nobody could end.
-        if waitUntilFinished && (ThreadContext.current.queue === self || self.isInsideOwnGroup) {
-            guard self.core.beginBatchWait() else { throw .waitOnOwnQueue(name: self.name) }
-            defer { self.core.endBatchWait() }
+        if waitUntilFinished, let slot = self.slotHeldByCallingThread {
+            guard self.core.beginBatchWait(slot: slot) else { throw .waitOnOwnQueue(name: self.name) }
+            defer { self.core.endBatchWait(slot: slot) }
             try self.addOperationsUnchecked(operations, waitUntilFinished: true, hooks: hooks)
             return
         }

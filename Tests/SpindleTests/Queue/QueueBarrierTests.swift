@@ -257,4 +257,26 @@ import Testing
         qtDrain(queue)
         #expect(bRan.isSet)
     }
+
+    /// An operation with an exclusivity category added behind a barrier depends on that barrier; a cancel-all that
+    /// cancelled the barrier earlier is no failed dependency to it (`cancelsOnFailedDependency`): it runs, as a
+    /// plain operation added with it does.
+    @Test func aBarrierCancelledByACancelAllIsNoFailedDependency() throws {
+        let queue = try SpindleOperationQueue(name: "barrier-cancelled", maxConcurrentOperationCount: 2)
+        let gate = QTGate()
+        queue.addOperation { _ = gate.wait() }
+        _ = queue.addBarrierBlock {}
+        queue.cancelAllOperations()
+        let ran = QTLog<String>()
+        let plain = SpindleBlockOperation { ran.append("plain") }
+        plain.cancelsOnFailedDependency = true
+        let gated = SpindleBlockOperation { ran.append("gated") }
+        try gated.addExclusivityCategory("barrier-cancelled")
+        gated.cancelsOnFailedDependency = true
+        try queue.addOperation(plain)
+        try queue.addOperation(gated)
+        gate.open()
+        qtDrain(queue)
+        #expect(Set(ran.all) == ["plain", "gated"], "gated: \(String(describing: gated.cancellationReason))")
+    }
 }

@@ -67,4 +67,70 @@ import Testing
         try queue.addOperations([SpindleBlockOperation { ran.withLockedValue { $0 += 1 } }], waitUntilFinished: true)
         #expect(ran.withLockedValue { $0 } == 2)
     }
+
+    /// The threads that hold a slot of the queue without being its worker also have their wait refused when it
+    /// could never end: a concurrent operation's own thread, and a completion block run on the thread that
+    /// finished it (before, both waited for ever on a width-1 queue).
+    @Test func aConcurrentOperationsThreadAndAnOffWorkerCompletionBlockAreRefusedToo() throws {
+        final class WaitsInMain: SpindleConcurrentOperation, @unchecked Sendable {
+            let queue: SpindleOperationQueue
+            let outcome = SpindleLockedValue<String>("not run")
+            init(_ queue: SpindleOperationQueue) {
+                self.queue = queue
+                super.init()
+            }
+            override func main() throws {
+                let caseName = opErrorCase { try self.queue.addOperations([SpindleBlockOperation {}], waitUntilFinished: true) }
+                self.outcome.withLockedValue { $0 = caseName ?? "returned" }
+                try self.finish()
+            }
+        }
+        let queue = try SpindleOperationQueue(name: "batch-wait-threads", maxConcurrentOperationCount: 1)
+        let concurrent = WaitsInMain(queue)
+        try queue.addOperation(concurrent)
+        let finishedInTime = try concurrent.waitUntilFinished(timeout: .seconds(qtDeadline))
+        let late = QTDeferredFinishOperation()
+        let completionOutcome = SpindleLockedValue<String>("not run")
+        late.completionBlock = {
+            let caseName = opErrorCase { try queue.addOperations([SpindleBlockOperation {}], waitUntilFinished: true) }
+            completionOutcome.withLockedValue { $0 = caseName ?? "returned" }
+        }
+        try queue.addOperation(late)
+        #expect(late.mainEntered.wait())
+        #expect(qtOnOtherThread { try? late.complete() })
+        let lateInTime = try late.waitUntilFinished(timeout: .seconds(qtDeadline))
+        if !finishedInTime || !lateInTime { try queue.setMaxConcurrentOperationCount(2) }  // unstick a hung wait
+        qtDrain(queue)
+        #expect(finishedInTime && concurrent.outcome.withLockedValue { $0 } == "waitOnOwnQueue")
+        #expect(lateInTime && completionOutcome.withLockedValue { $0 } == "waitOnOwnQueue")
+    }
+
+    /// The blocks of one block operation share its one slot: their batch waits count it once (before, each counted
+    /// a slot: the count exceeded the running operations, an assertion in debug builds, a wrong refusal otherwise).
+    @Test func theBlocksOfOneOperationWaitingForBatchesHoldOneSlot() throws {
+        let queue = try SpindleOperationQueue(name: "batch-wait-blocks", maxConcurrentOperationCount: 2)
+        let go = QTGate()
+        let outcomes = QTLog<String>()
+        let op = SpindleBlockOperation()
+        for _ in 0..<3 {
+            try op.addExecutionBlock {
+                _ = go.wait()
+                let caseName = opErrorCase { try queue.addOperations([SpindleBlockOperation {}], waitUntilFinished: true) }
+                outcomes.append(caseName ?? "returned")
+            }
+        }
+        try queue.addOperation(op)
+        #expect(qtWaitUntil { op.isExecuting })
+        queue.isSuspended = true  // the batches wait until the blocks are all inside their waits
+        go.open(3)
+        // Each block's batch is in the queue (the block operation and three batches) unless a wait was refused.
+        #expect(qtWaitUntil { queue.operationCount == 4 || outcomes.count > 0 })
+        let (held, running, consistent) = queue.core.lock.withLock {
+            (queue.core.slots.heldByBatchWaiters, queue.core.slots.running, queue.core.slots.check())
+        }
+        #expect(held == 1 && running == 1 && consistent)
+        queue.isSuspended = false
+        qtDrain(queue)
+        #expect(outcomes.all == ["returned", "returned", "returned"])
+    }
 }

@@ -203,6 +203,18 @@ import Testing
         qtDrain(queue)
     }
 
+    /// The same with the resume a shutdown does (`shutdown(.drain)` of a suspended queue).
+    @Test func aShutdownsResumeRunsOperationsReservedBehindABlockedWorker() throws {
+        let (queue, blockerSawX, late) = try self.queueWithReservedWorkAndNoFreeSlot()
+        queue.isSuspended = true
+        try late.complete()
+        queue.shutdown(.drain)
+        let ran = blockerSawX.wait()
+        #expect(ran, "the operation reserved behind the blocked worker never ran")
+        if !ran { try? queue.setMaxConcurrentOperationCount(3) }  // unstick
+        #expect(try queue.awaitTermination(timeout: .seconds(qtDeadline)))
+    }
+
     /// Within a worker's batch (the operation it took and the ones it reserved, run back to back, their bookkeeping
     /// done together afterwards), an operation waiting for an earlier one of the batch, already finished, returns at
     /// once: the release it would wait for is its own thread's to do after the batch.

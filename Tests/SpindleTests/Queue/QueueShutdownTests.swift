@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 
 @testable import Spindle
@@ -410,5 +411,20 @@ import Testing
         #expect(error == SpindleError.waitOnOwnQueue(name: "async-self").description)
         queue.shutdown()
         try await queue.awaitTermination()
+    }
+
+    /// A huge timeout (beyond Int64.max seconds, where `Task.sleep` traps) waits without a timeout.
+    @Test func anAsyncTerminationWaitWithAHugeTimeoutSaturates() async {
+        await #expect(processExitsWith: .success) {
+            let queue = SpindleOperationQueue(name: "huge-termination-timeout")
+            let release = try! SpindleSemaphore(value: 0)
+            queue.addOperation { release.wait() }
+            queue.shutdown(.drain)
+            async let terminated = queue.awaitTermination(timeout: .seconds(Int64.max) * 2)
+            // The queue terminates only once the wait is under way (before, the timeout's sleep trapped at once).
+            while queue.core.lock.withLock({ queue.core.terminationWaiters.isEmpty }) { await Task.yield() }
+            release.signal()
+            exit(try await terminated ? 0 : 3)
+        }
     }
 }
