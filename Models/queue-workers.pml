@@ -273,11 +273,11 @@
 /* [IB_CAS]          PIN Sources/Spindle/Queue/FastPath/Inbox.swift:45 "let (done, seen) = self.head.compareExchange(" */
 /* [IB_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Inbox.swift:63 "var isEmpty: Bool { self.head.load(ordering: .sequentiallyConsistent) & ~Inbox.closedBit == 0 }" */
 /* [IB_TAKEALL]      PIN Sources/Spindle/Queue/FastPath/Inbox.swift:72 "Inbox.reversed(self.head.exchange(self.head.load(ordering: .relaxed) & Inbox.closedBit," */
-/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:152 "self.drainInboxLocked()" */
-/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:176 "if self.inbox.isEmpty { return }" */
-/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:182 "self.admitInboxChainLocked(self.inbox.takeAllOldestFirst())" */
-/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:204 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
-/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:303 "if freesSlot { self.slots.free() }" */
+/* [Q_LOCKADMIT]     PIN Sources/Spindle/Queue/QueueCore.swift:153 "self.drainInboxLocked()" */
+/* [Q_DRAINQ]        PIN Sources/Spindle/Queue/QueueCore.swift:177 "if self.inbox.isEmpty { return }" */
+/* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:183 "self.admitInboxChainLocked(self.inbox.takeAllOldestFirst())" */
+/* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:205 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
+/* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:304 "if freesSlot { self.slots.free() }" */
 /* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:256 "guard core.pushToInbox(operation) else { return false }" */
 /* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:257 "guard core.needsWakeAfterInboxPush() else { return true }" */
 /* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:25 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */

@@ -22,9 +22,9 @@
 ///   ready), → `finishing` (`start()` by hand on a cancelled operation).
 /// - `enqueued`: owned by a queue, waiting. → `dispatching` (a worker took it from a ready bucket).
 /// - `dispatching`: a worker is about to call `start()`. → `executing`, or → `finishing` if cancelled; only by
-///   that `start()`, on the worker's thread (`ThreadContext.starting`): a `start()` elsewhere throws
-///   `operationEnqueued`. (A group cancelled before it ran stays here until its children are through; its own
-///   finish path then moves it on.)
+///   that `start()` (`queueCalledStart`, set just before the queue calls it; its code may move to another thread):
+///   a `start()` before that throws `operationEnqueued`. (A group cancelled before it ran stays here until its
+///   children are through; its own finish path then moves it on.)
 /// - `executing`: `main` runs (or a concurrent operation has not reported its end). → `finishing`.
 /// - `finishing`: `isExecuting` already false, `isFinished` not yet true. → `finished` (under the op's lock).
 /// - `finished`: terminal. `settled` is set once everything that follows finishing has happened.

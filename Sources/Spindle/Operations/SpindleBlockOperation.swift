@@ -73,7 +73,7 @@ open class SpindleBlockOperation: SpindleOperation, @unchecked Sendable {
             return
         }
         let blocks = BlockList(first: self.first, more: more)
-        let run = ThreadContext.withCurrent { BlockRun(blocks, of: self, queue: $0.queue, slot: $0.starting) }
+        let run = ThreadContext.withCurrent { BlockRun(blocks, of: self, in: $0) }
         run.callHelper()  // block 0 is already the owner's (`next` starts at 1)
         run.work()
         run.finish()
@@ -113,21 +113,25 @@ final class BlockRun: @unchecked Sendable {
     /// operation's own thread. Immutable; alive while a helper may use them (see Lifetime).
     private unowned(unsafe) let operation: SpindleOperation
     private unowned(unsafe) let queue: SpindleOperationQueue?
-    /// The owner thread's `ThreadContext.starting`: the operation whose queue slot this run works in (compared by
-    /// address only), so a batch wait from a helper counts that slot once (`QueueCore+BatchWait`).
+    /// The owner thread's `ThreadContext.starting` (the queue slot this run works in, compared by address only:
+    /// a batch wait from a helper counts that slot once, `QueueCore+BatchWait`) and its `batchTaken`/`batchRan`
+    /// (a helper's wait for an operation finished earlier in its worker's batch returns, as the owner's would).
     private let slot: UnsafeMutableRawPointer?
+    private let batchTaken: Unmanaged<SpindleOperation>?
+    private let batchRan: Unmanaged<SpindleOperation>?
     private let count: Int  // immutable
     private let next = Atomic<Int>(1)  // block 0 is the owner's
     private let active = Atomic<Int>(0)
     private let closed = Atomic<Bool>(false)
     private let called = Atomic<Int>(0)  // helpers asked for so far
 
-    init(_ blocks: BlockList, of operation: SpindleOperation, queue: SpindleOperationQueue?,
-         slot: UnsafeMutableRawPointer?) {
+    init(_ blocks: BlockList, of operation: SpindleOperation, in owner: ThreadContext) {
         self.blocks = blocks
         self.operation = operation
-        self.queue = queue
-        self.slot = slot
+        self.queue = owner.queue
+        self.slot = owner.starting
+        self.batchTaken = owner.batchTaken
+        self.batchRan = owner.batchRan
         self.count = blocks.count
     }
 
@@ -164,14 +168,17 @@ final class BlockRun: @unchecked Sendable {
                 self.callHelper()  // after taking ours, so the next helper is called only for blocks left
                 ThreadContext.withCurrent { context in
                     let (outerQueue, outerSlot) = (context.queue, context.starting)
+                    let (outerTaken, outerRan) = (context.batchTaken, context.batchRan)
                     context.queue = self.queue
                     context.starting = self.slot
+                    (context.batchTaken, context.batchRan) = (self.batchTaken, self.batchRan)
                     self.operation.runAsCurrent(in: context) {
                         self.runBlock(index)
                         self.drain()
                     }
                     context.queue = outerQueue
                     context.starting = outerSlot
+                    (context.batchTaken, context.batchRan) = (outerTaken, outerRan)
                 }
             }
         }

@@ -18,8 +18,8 @@ extension SpindleOperation {
     ///
     /// - Parameter error: kept in `error` (nil for success).
     /// - Throws: `operationAlreadyFinished` on a second call; `operationNotExecuting` if it neither began executing
-    ///   nor was cancelled, or if it is cancelled but still waiting in a queue (the queue finishes it: from the
-    ///   `start()` it calls, which may call this);
+    ///   nor was cancelled, or if it is cancelled but still waiting in a queue (the queue finishes it, through the
+    ///   `start()` it calls, which may call this, then or later and from any thread);
     ///   `groupFinishesByItself` on a `SpindleGroupOperation`. Nothing changes then.
     ///
     /// Porting: a base class that declares its own `finish(_ errors: [Error] = [])` (the "Advanced NSOperations"
@@ -32,9 +32,9 @@ extension SpindleOperation {
         let s = self.currentState
         if s.lifecycle >= .finishing { throw .operationAlreadyFinished(name: self.displayName) }
         if s.beginningFinish() == nil { throw .operationNotExecuting(name: self.displayName) }
-        // Cancelled and taken by a worker: its queue finishes it, from the `start()` it calls (which may be a
-        // custom one that calls this).
-        if s.lifecycle == .dispatching && !ThreadContext.isStarting(self) {
+        // Cancelled and taken by a worker: its queue finishes it, through the `start()` it calls (a custom one may
+        // call this, also later from another thread).
+        if s.lifecycle == .dispatching && !self.queueCalledStart.load(ordering: .acquiring) {
             throw .operationNotExecuting(name: self.displayName)
         }
         if !self.completeExecution(error: error) {
@@ -64,8 +64,11 @@ extension SpindleOperation {
             case .executing: throw .operationExecuting(name: self.displayName)
             case .enqueued: throw .operationEnqueued(name: self.displayName)
             case .dispatching:
-                // Taken by a worker: only the `start()` that worker calls may claim it (`ThreadContext.starting`).
-                guard ThreadContext.isStarting(self) else { throw .operationEnqueued(name: self.displayName) }
+                // Taken by a worker: the queue's to start until it called `start()`; from then on that start() code
+                // claims it, on any thread (it may hop to another, as Foundation code does with the main thread).
+                guard self.queueCalledStart.load(ordering: .acquiring) else {
+                    throw .operationEnqueued(name: self.displayName)
+                }
             case .idle: break
             }
             if current.propagatesFailure && !current.isCancelled && self.hasFailedDependency {

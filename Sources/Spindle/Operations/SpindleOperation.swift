@@ -54,6 +54,10 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// Set (and never cleared) once anyone registered in `waiters`, or a group linked it as a child; lets the
     /// finish path skip the lock otherwise (see `releaseWaiters`).
     let hasWaiters = Atomic<Bool>(false)
+    /// Set (never cleared) by its queue just before the queue calls `start()`. Until then a queue-owned operation
+    /// is the queue's to start (`start()` elsewhere throws `operationEnqueued`); from then on its own `start()` code
+    /// decides, on whatever thread it moves to (see `claimExecution`).
+    let queueCalledStart = Atomic<Bool>(false)
     /// In the queue's inbox: the next older operation there (written by the adding thread before the push
     /// publishes it). In a ready bucket: the next one there. The two uses never overlap.
     @exclusivity(unchecked) var nextLink: Unmanaged<SpindleOperation>? = nil

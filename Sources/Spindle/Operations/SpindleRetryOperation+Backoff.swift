@@ -33,8 +33,9 @@ extension SpindleRetryOperation {
             Backoff(first: first, multiplier: multiplier, maximum: maximum)
         }
 
-        /// The wait before attempt `attempt` (zero for the first). Any thread; O(1) for any attempt number, and
-        /// exact to the nanosecond up to `maximum` however large the durations (no overflow).
+        /// The wait before attempt `attempt` (zero for the first). Any thread; O(1) for any attempt number, and no
+        /// overflow however large the durations. Computed in `Double` seconds: exact to the nanosecond below about
+        /// 104 days (2^53 ns), within a nanosecond per 2^53 beyond.
         public func delay(beforeAttempt attempt: Int) -> Duration {
             guard attempt >= 2, self.first > .zero else { return .zero }
             if self.multiplier == 1 { return self.first }

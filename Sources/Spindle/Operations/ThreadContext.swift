@@ -36,10 +36,8 @@ final class ThreadContext {
     /// Compared by address only (never dereferenced), so keeping it costs no reference counting.
     @exclusivity(unchecked) var deferrable: UnsafeMutableRawPointer?
     /// The operation its queue is starting on this thread (`QueueCore.run`, for as long as its `start()` runs):
-    /// only a call on this thread may move that operation out of `dispatching`, so a `start()` from any other
-    /// thread throws `operationEnqueued` even after a worker took it. A block operation's helper threads carry
-    /// their owner's, while they run its blocks: it also names the queue slot a thread works in
-    /// (`SpindleOperationQueue.slotHeldByCallingThread`). Compared by address only (never dereferenced).
+    /// the queue slot this thread works in (`SpindleOperationQueue.slotsHeldByCallingThread`). A block operation's
+    /// helper threads carry their owner's while they run its blocks. Compared by address only (never dereferenced).
     @exclusivity(unchecked) var starting: UnsafeMutableRawPointer?
     /// While a worker runs the operations it reserved (`QueueCore.runNextUnlocking`): the operation it took, if it
     /// finished here, and the first reserved one that has run (the others follow through `nextLink`). Their queue
@@ -101,11 +99,6 @@ final class ThreadContext {
     func endBatch() {
         self.batchTaken = nil
         self.batchRan = nil
-    }
-
-    /// Whether the calling thread is the one `op`'s queue is starting it on (see `starting`).
-    static func isStarting(_ op: SpindleOperation) -> Bool {
-        ThreadContext.withCurrent { $0.starting == Unmanaged.passUnretained(op).toOpaque() }
     }
 
     /// This thread's priority: one atomic load, without retaining the thread object. Inlined into every run.

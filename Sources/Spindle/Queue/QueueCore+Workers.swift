@@ -274,14 +274,16 @@ extension QueueCore {
         if !member { op.release() }
     }
 
-    /// Starts one operation on this thread, the only one that may move it out of `dispatching`
-    /// (`ThreadContext.starting`). A `start()` that throws without the operation ever executing (a custom `start`
+    /// Starts one operation on this thread (`ThreadContext.starting` names it meanwhile). Until this call, a
+    /// `start()` of it elsewhere throws `operationEnqueued`; from it on, its own `start()` may move it out of
+    /// `dispatching` on any thread (`queueCalledStart`: a `start()` that hops to another thread). A `start()` that throws without the operation ever executing (a custom `start`
     /// gone wrong) finishes it cancelled with that error, so its slot is never lost. (One that returns leaving it
     /// `dispatching` is left so: a group cancelled before it ran finishes only once its children are through.)
     private func run(_ op: SpindleOperation, _ context: ThreadContext) {
         self.tellHooksWillStart(op)  // one load without hooks (SpindleOperationQueue+Hooks)
         let outer = context.starting
         context.starting = Unmanaged.passUnretained(op).toOpaque()
+        op.queueCalledStart.store(true, ordering: .releasing)  // from here its own start() may claim it anywhere
         do {
             try op.start()
             context.starting = outer

@@ -79,7 +79,8 @@ final class QueueCore: @unchecked Sendable {
     @exclusivity(unchecked) var reservations: [Reservation] = []
     @exclusivity(unchecked) var reservationHolders = 0
     @exclusivity(unchecked) var reservedTotal = 0  // operations ever reserved (diagnostics and tests)
-    /// Batch waits under way, by the slot they hold (`QueueCore+BatchWait`): waiter threads per slot-holding member.
+    /// Batch waits under way, by the slot they hold (`QueueCore+BatchWait`): waiter threads per slot-holding member
+    /// (negative once that member finished and its slot was freed).
     @exclusivity(unchecked) var batchWaitsBySlot: [UInt: Int] = [:]
     /// `reservedFloor` (below), as seen under the lock: what workers pushing into the buckets compare with.
     @exclusivity(unchecked) var floorLocked = QueueCore.noFloor
@@ -301,6 +302,7 @@ final class QueueCore: @unchecked Sendable {
         let dropsReference = op.placement.listOwnsReference
         op.placement.move(to: .outside)
         if freesSlot { self.slots.free() }
+        if freesSlot && !self.batchWaitsBySlot.isEmpty { self.batchWaitSlotFreedLocked(op) }
         let s = op.currentState
         self.stats.recordFinish(cancelled: s.isCancelled, failed: s.isFailed)
         self.barriers.finished(isBarrier: op.isBarrier)

@@ -195,27 +195,39 @@ extension SpindleOperationQueue {
 
     /// Whether the calling thread runs an operation inside a group of this queue (see `isOwnQueueOfCallingThread`):
     /// a batch wait there holds the group's slot, as one from the queue's own operation holds its own.
-    /// The member of this queue whose slot the calling thread holds, by address, if any: the operation this
-    /// queue's worker is starting or running here (also on a block operation's helper threads, and inside an
-    /// operation started by hand from it), a member running on a thread of its own (a concurrent operation), a
-    /// member whose completion block runs here, or the member group this thread's operation is inside. A batch
-    /// wait from such a thread holds that slot while it waits.
-    var slotHeldByCallingThread: UInt? {
+    /// The members of this queue whose slots the calling thread holds, by address (empty if none): the operation
+    /// this queue's worker is starting or running here (also on a block operation's helper threads, and inside an
+    /// operation started by hand from it), or a member running on a thread of its own (a concurrent operation), or
+    /// the member group this thread's operation is inside; and, besides, a member whose completion block runs here
+    /// (its slot is held until the block returns, also when a worker runs it for another member). A batch wait from
+    /// such a thread holds those slots while it waits.
+    var slotsHeldByCallingThread: [UInt] {
         let context = ThreadContext.current
+        func address(_ op: SpindleOperation) -> UInt { UInt(bitPattern: Unmanaged.passUnretained(op).toOpaque()) }
+        var slots: [UInt] = []
         if context.queue === self {
             // Its worker (or a helper of the operation it runs); before `start()` (its `willStart` hook) the slot
             // is the one this thread's take holds, keyed by the thread.
-            return UInt(bitPattern: context.starting ?? Unmanaged.passUnretained(context).toOpaque())
+            slots.append(UInt(bitPattern: context.starting ?? Unmanaged.passUnretained(context).toOpaque()))
+        } else if let op = context.operation, op.owningQueue === self {
+            slots.append(address(op))
+        } else {
+            for running in [context.operation, context.completing] {
+                guard let running, let parent = running.parentGroup else { continue }
+                if parent.owningQueue === self {
+                    slots.append(address(parent))
+                    break
+                }
+                if let outer = parent.enclosingGroups.first(where: { $0.owningQueue === self }) {
+                    slots.append(address(outer))
+                    break
+                }
+            }
         }
-        func address(_ op: SpindleOperation) -> UInt { UInt(bitPattern: Unmanaged.passUnretained(op).toOpaque()) }
-        if let op = context.operation, op.owningQueue === self { return address(op) }
-        if let op = context.completing, context.completingQueue === self { return address(op) }
-        for running in [context.operation, context.completing] {
-            guard let running, let parent = running.parentGroup else { continue }
-            if parent.owningQueue === self { return address(parent) }
-            if let outer = parent.enclosingGroups.first(where: { $0.owningQueue === self }) { return address(outer) }
+        if let op = context.completing, context.completingQueue === self, !slots.contains(address(op)) {
+            slots.append(address(op))
         }
-        return nil
+        return slots
     }
 
     /// Whether the batch can run on the calling thread in its order: no operation waits for an unfinished later

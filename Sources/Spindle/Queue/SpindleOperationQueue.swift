@@ -119,9 +119,9 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         hooks?.willAdd(operations, to: self)
         try self.refuseIfInheritedAcrossFork()
         // A member waiting for a batch in its own queue holds its slot meanwhile: refuse the wait nobody could end.
-        if waitUntilFinished, let slot = self.slotHeldByCallingThread {
-            guard self.core.beginBatchWait(slot: slot) else { throw .waitOnOwnQueue(name: self.name) }
-            defer { self.core.endBatchWait(slot: slot) }
+        if waitUntilFinished, case let slots = self.slotsHeldByCallingThread, !slots.isEmpty {
+            guard self.core.beginBatchWait(slots: slots) else { throw .waitOnOwnQueue(name: self.name) }
+            defer { self.core.endBatchWait(slots: slots) }
             try self.addOperationsUnchecked(operations, waitUntilFinished: true, hooks: hooks)
             return
         }

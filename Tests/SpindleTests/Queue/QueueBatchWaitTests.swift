@@ -133,4 +133,60 @@ import Testing
         qtDrain(queue)
         #expect(outcomes.all == ["returned", "returned", "returned"])
     }
+
+    /// A concurrent operation finished from another thread while its own thread waits for a batch: its slot is
+    /// freed, and stops counting as held by a batch waiter at once (before, the count stayed above the running
+    /// operations once the batch ran: an assertion in debug builds).
+    @Test func aConcurrentOperationFinishedWhileItsThreadWaitsForABatchStopsHoldingItsSlot() throws {
+        final class WaitsInMain: SpindleConcurrentOperation, @unchecked Sendable {
+            let queue: SpindleOperationQueue
+            let batch: SpindleOperation
+            let outcome = QTLog<String>()
+            init(_ queue: SpindleOperationQueue, batch: SpindleOperation) {
+                self.queue = queue
+                self.batch = batch
+                super.init()
+            }
+            override func main() throws {
+                self.outcome.append(opErrorCase { try self.queue.addOperations([self.batch], waitUntilFinished: true) }
+                    ?? "returned")
+            }
+        }
+        let queue = try SpindleOperationQueue(name: "batch-wait-finished-elsewhere", maxConcurrentOperationCount: 2)
+        let batchStarted = QTGate(), release = QTGate()
+        let batch = SpindleBlockOperation {
+            batchStarted.open()
+            _ = release.wait()
+        }
+        let waiter = WaitsInMain(queue, batch: batch)
+        try queue.addOperation(waiter)
+        #expect(batchStarted.wait())
+        try waiter.finish()  // from this thread, while its own thread still waits for the batch
+        #expect(queue.core.lock.withLock { queue.core.slots.heldByBatchWaiters == 0 && queue.core.slots.check() })
+        release.open()
+        #expect(qtWaitUntil { waiter.outcome.count == 1 })
+        qtDrain(queue)
+        #expect(waiter.outcome.all == ["returned"])
+        #expect(queue.core.lock.withLock { queue.core.batchWaitsBySlot.isEmpty && queue.core.slots.check() })
+    }
+
+    /// A worker running another member's completion block (its operation finished that member) holds two slots
+    /// while the block waits for a batch: refused at width 2 (before, it was let through and could never end).
+    @Test func aCompletionBlockRunByAnotherMembersWorkerCountsBothSlots() throws {
+        let queue = try SpindleOperationQueue(name: "batch-wait-two-slots", maxConcurrentOperationCount: 2)
+        let other = QTDeferredFinishOperation()
+        let outcome = QTLog<String>()
+        other.completionBlock = {
+            outcome.append(opErrorCase { try queue.addOperations([SpindleBlockOperation {}], waitUntilFinished: true) }
+                ?? "returned")
+        }
+        try queue.addOperation(other)
+        #expect(other.mainEntered.wait())
+        let finisher = SpindleBlockOperation { try? other.complete() }  // its completion block runs on this worker
+        try queue.addOperation(finisher)
+        let inTime = try finisher.waitUntilFinished(timeout: .seconds(qtDeadline))
+        if !inTime { try queue.setMaxConcurrentOperationCount(3) }  // unstick a hung wait
+        qtDrain(queue)
+        #expect(inTime && outcome.all == ["waitOnOwnQueue"])
+    }
 }

@@ -215,6 +215,31 @@ import Testing
         #expect(try queue.awaitTermination(timeout: .seconds(qtDeadline)))
     }
 
+    /// The same from a block on a helper thread: a reserved block operation's second block (run by a helper while
+    /// the first holds the operation's own thread) waits for the previous operation of the batch.
+    @Test func aHelperThreadsWaitForAnEarlierOperationOfTheBatchReturns() throws {
+        final class Ops: @unchecked Sendable { var all: [SpindleOperation] = [] }
+        let queue = try SpindleOperationQueue(name: "batch-wait-helper", maxConcurrentOperationCount: 1)
+        queue.isSuspended = true
+        let ops = Ops()
+        let waits = QTLog<Bool>()
+        for i in 0..<40 {
+            let helperDone = QTGate()
+            let op = SpindleBlockOperation { _ = helperDone.wait() }  // holds its own thread: a helper runs the next
+            try op.addExecutionBlock {
+                if i > 0 { waits.append((try? ops.all[i - 1].waitUntilFinished(timeout: .seconds(2))) == true) }
+                helperDone.open()
+            }
+            ops.all.append(op)
+        }
+        for op in ops.all { try queue.addOperation(op) }
+        queue.isSuspended = false
+        qtDrain(queue)
+        #expect(self.reservedTotal(queue) > 0)
+        #expect(waits.count == 39 && waits.all.allSatisfy { $0 }, "\(waits.all)")
+        ops.all = []
+    }
+
     /// Within a worker's batch (the operation it took and the ones it reserved, run back to back, their bookkeeping
     /// done together afterwards), an operation waiting for an earlier one of the batch, already finished, returns at
     /// once: the release it would wait for is its own thread's to do after the batch.

@@ -54,4 +54,37 @@ import Testing
         #expect(target.isFinished && target.isCancelled)
         #expect(target.mainRuns.value == 0 && target.completions.value == 1)
     }
+
+    /// Once the queue has called its `start()`, an override may move to another thread and claim it there (the
+    /// Foundation pattern of restarting on the main thread), or finish it there when cancelled.
+    @Test func aStartThatHopsToAnotherThreadClaimsOrFinishesItThere() throws {
+        final class Hops: SpindleOperation, @unchecked Sendable {
+            let mainThreads = QTLog<String>()
+            let hopErrors = QTLog<String>()
+            override func start() throws {
+                guard SpindleThread.current.name != "hop-target" else { return try super.start() }
+                try SpindleThread.detach(name: "hop-target") {
+                    if self.isCancelled {
+                        self.hopErrors.append(opErrorCase { try self.finish(throwing: nil) } ?? "none")
+                    } else {
+                        self.hopErrors.append(opErrorCase { try self.start() } ?? "none")
+                    }
+                }
+            }
+            override func main() throws { self.mainThreads.append(SpindleThread.current.name) }
+        }
+        let queue = try SpindleOperationQueue(name: "start-hops", maxConcurrentOperationCount: 1)
+        let runs = Hops()
+        let cancelled = Hops()
+        queue.isSuspended = true
+        try queue.addOperation(runs)
+        try queue.addOperation(cancelled)
+        cancelled.cancel()
+        queue.isSuspended = false
+        qtDrain(queue)
+        #expect(runs.isFinished && !runs.isCancelled && runs.mainThreads.all == ["hop-target"])
+        #expect(runs.hopErrors.all == ["none"])
+        #expect(cancelled.isFinished && cancelled.isCancelled && cancelled.mainThreads.all.isEmpty)
+        #expect(cancelled.hopErrors.all == ["none"])
+    }
 }

@@ -56,13 +56,13 @@ struct DispatchSlots {
 
     mutating func setSuspended(_ suspended: Bool) { self.suspended = suspended }
 
-    /// An operation running on this queue wants to block its slot until a batch it adds here finishes. Refused
-    /// (false) when every slot would then be held by such waiters: nothing could run the batch, a deadlock.
-    /// Otherwise counts the waiter. (A width lowered later, or a suspension, can still stall such a wait, as it
-    /// stalls any wait on a queue that does not run.)
-    mutating func beginBatchWait() -> Bool {
-        guard self.heldByBatchWaiters + 1 < self.limit else { return false }
-        self.heldByBatchWaiters += 1
+    /// A thread working in `count` slots of this queue wants to block them until a batch it adds here finishes.
+    /// Refused (false) when every slot would then be held by such waiters: nothing could run the batch, a
+    /// deadlock. Otherwise counts the slots. (A width lowered later, or a suspension, can still stall such a wait,
+    /// as it stalls any wait on a queue that does not run.)
+    mutating func beginBatchWait(count: Int = 1) -> Bool {
+        guard self.heldByBatchWaiters + count < self.limit else { return false }
+        self.heldByBatchWaiters += count
         return true
     }
 
