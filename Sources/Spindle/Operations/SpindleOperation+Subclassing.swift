@@ -43,6 +43,10 @@ extension SpindleOperation {
         }
     }
 
+    /// Its queue is about to call `start()` (see `queueCalledStart`). A release store: one plain move on x86.
+    @inline(__always)
+    final func queueIsCallingStart() { self.queueCalledStart.store(true, ordering: .releasing) }
+
     /// What `claimExecution` found.
     enum ExecutionClaim {
         /// It moved into `executing` (the isExecuting change emitted): the caller runs it.

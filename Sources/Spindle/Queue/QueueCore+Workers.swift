@@ -283,7 +283,7 @@ extension QueueCore {
         self.tellHooksWillStart(op)  // one load without hooks (SpindleOperationQueue+Hooks)
         let outer = context.starting
         context.starting = Unmanaged.passUnretained(op).toOpaque()
-        op.queueCalledStart.store(true, ordering: .releasing)  // from here its own start() may claim it anywhere
+        op.queueIsCallingStart()  // from here its own start() may claim it, on any thread
         do {
             try op.start()
             context.starting = outer

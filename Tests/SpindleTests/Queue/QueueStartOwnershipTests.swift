@@ -82,6 +82,8 @@ import Testing
         cancelled.cancel()
         queue.isSuspended = false
         qtDrain(queue)
+        // Each hop thread records what its call returned just after the operation finished.
+        #expect(qtWaitUntil { runs.hopErrors.count == 1 && cancelled.hopErrors.count == 1 })
         #expect(runs.isFinished && !runs.isCancelled && runs.mainThreads.all == ["hop-target"])
         #expect(runs.hopErrors.all == ["none"])
         #expect(cancelled.isFinished && cancelled.isCancelled && cancelled.mainThreads.all.isEmpty)
