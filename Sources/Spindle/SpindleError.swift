@@ -14,6 +14,10 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case threadNotJoinable(name: String)
     /// `join()` called by the thread on itself (also `SpindleRunLoopThread.shutdown` on the loop's own thread).
     case joinSelf(name: String)
+    /// `join()` that would wait for ever: the thread to join is itself waiting, through a chain of `join()`s, for
+    /// the calling thread. `threads` is the chain, from the calling thread to the one it asked to join and on
+    /// back to the calling thread.
+    case joinCycle(threads: [String])
     /// `start()` or `startJoinable()` on a thread that was already started (or is being started), or on one that
     /// was running from the start (`main`, `current`, the result of `detach` or `spawnJoinable`).
     case threadAlreadyStarted(name: String)
@@ -148,6 +152,7 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .threadAlreadyJoined(let n): return "thread '\(n)' was already joined"
         case .threadNotJoinable(let n): return "thread '\(n)' is detached and cannot be joined"
         case .joinSelf(let n): return "thread '\(n)' cannot join itself"
+        case .joinCycle(let t): return "join would wait for ever: \(t.joined(separator: " joins "))"
         case .threadAlreadyStarted(let n): return "thread '\(n)' was already started; a thread starts once"
         case .threadNotStarted(let n): return "thread '\(n)' has not been started; there is nothing to join"
         case .threadStackSizeFixed(let n): return "thread '\(n)' was started; its stack size can no longer change"

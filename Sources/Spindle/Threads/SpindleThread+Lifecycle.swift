@@ -190,7 +190,8 @@ extension SpindleThread {
         self.fieldsLock.lock()  // `name` would take it too; kernelLock before fieldsLock
         let name = self.nameValue
         self.fieldsLock.unlock()
-        if !name.isEmpty { _ = name.withCString { cshim_pthread_setname_np(me, $0) } }
+        // Even an empty name: the kernel's must match `name`, not stay the one inherited from the creator.
+        _ = name.withCString { cshim_pthread_setname_np(me, $0) }
         // Always set our own nice value: a new thread inherits its creator's, which may not be ours.
         let wanted = SpindleThread.niceValue(forPriority: self.priority)
         if cshim_getpriority_thread(tid) != wanted { _ = cshim_setpriority_thread(tid, wanted) }

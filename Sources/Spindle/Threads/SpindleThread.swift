@@ -184,8 +184,9 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     // MARK: - Joining
 
     /// Waits for a joinable thread to end. Throws if the thread is detached, was already joined, is the calling
-    /// thread, or was not started (or its `startJoinable()` has not returned yet); nothing changes then. A thread
-    /// cancelled before `startJoinable()` never ran: joining it returns at once.
+    /// thread, was not started (or its `startJoinable()` has not returned yet), or is itself waiting, through a
+    /// chain of `join()`s, for the calling thread (`joinCycle`: the wait would never end); nothing changes then. A
+    /// thread cancelled before `startJoinable()` never ran: joining it returns at once.
     public func join() throws(SpindleError) {
         let name = self.name
         if self.isMain { throw .threadNotJoinable(name: name) }
@@ -194,12 +195,30 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         // Before `unstarted`: the thread itself may run before its starter has published `joinable`.
         if self === ThreadContext.knownThread { throw .joinSelf(name: name) }
         if state == JoinState.unstarted.rawValue { throw .threadNotStarted(name: name) }
+        // A thread Spindle made may itself be joined, so its wait is recorded (`JoinWaits`) and a join that would
+        // close a cycle throws `joinCycle` before claiming anything. Any other caller cannot be part of a cycle.
+        if let caller = ThreadContext.knownThread, caller.origin == .made {
+            try JoinWaits.enter(caller, joining: self) { () throws(SpindleError) in try self.claimJoin(name: name) }
+            defer { JoinWaits.leave(caller) }
+            self.waitForExit()
+        } else {
+            try self.claimJoin(name: name)
+            self.waitForExit()
+        }
+    }
+
+    /// `joinable` → `joined`, or throws (detached, or joined already) and changes nothing.
+    private func claimJoin(name: String) throws(SpindleError) {
         let (exchanged, original) = self.joinState.compareExchange(
             expected: JoinState.joinable.rawValue, desired: JoinState.joined.rawValue, ordering: .acquiringAndReleasing)
         if !exchanged {
             if original == JoinState.detached.rawValue { throw .threadNotJoinable(name: name) }
             throw .threadAlreadyJoined(name: name)
         }
+    }
+
+    /// After a successful claim: waits in `pthread_join` for the thread to end.
+    private func waitForExit() {
         // Stored before `joinable` was published; 0 only for a start that was cancelled (no pthread to join).
         let handle = self.handleStorage.load(ordering: .acquiring)
         if handle != 0 { checkPthread(pthread_join(pthread_t(handle), nil), "pthread_join") }

@@ -95,6 +95,7 @@ struct ThreadTests {
         ("поток-номер-один", "поток-но"),  // Cyrillic letters are 2 bytes: 15 would split one
         ("ab€€€€€", "ab€€€€"),  // 3-byte characters: 2 + 4*3 = 14 bytes fit, a fifth would not
         ("a\u{0}b", "ab"),  // NUL cannot reach the kernel
+        ("", ""),  // empty: the kernel's name too, not the one inherited from the creating thread
     ])
     func kernelNames(name: String, expected: String) throws {
         let started = OracleSemaphore()
