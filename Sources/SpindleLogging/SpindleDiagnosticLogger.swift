@@ -21,11 +21,13 @@ import Spindle
 /// | `deadlineTimerFailedToStart` | error | `spindle.errno` |
 /// | `forkTrackingUnavailable` | error | `spindle.errno` |
 /// | `invalidConcurrencyLimitIgnored` | warning | `spindle.queue`, `spindle.value` |
+/// | `runLoopExecutorMoved` | warning | `spindle.run_loop`, `spindle.thread_id` |
 ///
 /// Why these levels: nothing is lost in any of these events, so none is critical. The two `error`s leave a
 /// feature degraded until something else happens (deadlines fire late; a forked child is not told it inherited
 /// a queue); the `warning`s are handled at once by Spindle but point at a resource limit (threads) or a bug in the
-/// caller (a joinable thread never joined, an invalid width set); a recovery is worth a `notice`.
+/// caller (a joinable thread never joined, an invalid width set, a loop's thread gone before its actor); a
+/// recovery is worth a `notice`.
 ///
 /// `spindle.event` is the event's case name (`workerSpawnFailed`…), `spindle.errno` the C `errno` as a number.
 ///
@@ -76,6 +78,7 @@ public struct SpindleDiagnosticLogger: Sendable {
         case .deadlineTimerFailedToStart: .error
         case .forkTrackingUnavailable: .error
         case .invalidConcurrencyLimitIgnored: .warning
+        case .runLoopExecutorMoved: .warning
         }
     }
 
@@ -99,6 +102,8 @@ public struct SpindleDiagnosticLogger: Sendable {
             ["spindle.event": "forkTrackingUnavailable", "spindle.errno": "\(errno)"]
         case .invalidConcurrencyLimitIgnored(let queue, let value):
             ["spindle.event": "invalidConcurrencyLimitIgnored", "spindle.queue": "\(queue)", "spindle.value": "\(value)"]
+        case .runLoopExecutorMoved(let runLoop, let threadID):
+            ["spindle.event": "runLoopExecutorMoved", "spindle.run_loop": "\(runLoop)", "spindle.thread_id": "\(threadID)"]
         }
     }
 }

@@ -33,6 +33,9 @@ import Testing
          ["spindle.event": "forkTrackingUnavailable", "spindle.errno": "\(ENOMEM)"]),
         (.invalidConcurrencyLimitIgnored(queue: "q3", value: -4), .warning,
          ["spindle.event": "invalidConcurrencyLimitIgnored", "spindle.queue": "q3", "spindle.value": "-4"]),
+        (.runLoopExecutorMoved(runLoop: "SpindleRunLoop(camera)", threadID: 4242), .warning,
+         ["spindle.event": "runLoopExecutorMoved", "spindle.run_loop": "SpindleRunLoop(camera)",
+          "spindle.thread_id": "4242"]),
     ]
 
     @Test func eachEventIsLoggedOnceAtItsLevelWithItsMetadataAndDescription() {

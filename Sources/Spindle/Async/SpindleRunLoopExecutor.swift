@@ -9,22 +9,32 @@
 ///   stops the empty loop from returning, and a `stop()` of the loop only makes it run again; releasing the
 ///   executor invalidates the port and the thread exits);
 /// - `init(runLoop:)` uses a loop some thread already runs (for example the main thread running
-///   `SpindleRunLoop.main`); jobs then run whenever that thread runs its loop in a common mode. That thread must
-///   outlive every use of the actor: a job enqueued after it exited traps (see `enqueue`).
+///   `SpindleRunLoop.main`); jobs then run whenever that thread runs its loop in a common mode. That thread should
+///   outlive every use of the actor. If it exits first, the executor *moves*: the jobs still waiting on the loop,
+///   and every job enqueued later, run on a thread the executor starts (its stand-in, an executor made with
+///   `init(name:)`), still one at a time; the move is reported once to `SpindleDiagnostics`
+///   (`.runLoopExecutorMoved`). Nothing is dropped and no task waits for ever. A job's thread affinity is lost
+///   with its thread; that is why the move is reported.
 ///
 /// Each job is a `perform` on the loop (common modes), so it also runs while the loop's thread runs the loop
 /// nested inside another callout. `checkIsolated()` and `isIsolatingCurrentContext()` answer whether the calling
-/// thread owns the loop, so `assumeIsolated` works from the loop's own callouts.
+/// thread owns the loop (or, after a move, the stand-in's loop), so `assumeIsolated` works from the loop's own
+/// callouts.
 ///
-/// Guards: every stored property is immutable after `init`; the loop and port are thread-safe. Pending jobs keep
-/// the executor alive (each perform holds it), so it is released only with no job pending.
-/// Threading: `enqueue` from any thread; jobs run on the loop's thread.
+/// State: `runLoop`, `thread` and `keepAlive` are immutable after `init`; the loop and port are thread-safe.
+/// `standIn` is under its own lock (a leaf lock; the stand-in is started with it held, so that exactly one is),
+/// nil → set once by the first job that finds the loop's thread gone (a perform refused, or a pending job dropped
+/// by the exiting loop); never changed back. Pending jobs keep the executor alive (each holds it), so it is
+/// released only with no job pending.
+/// Threading: `enqueue` from any thread; jobs run on the loop's thread (after a move: the stand-in's).
 public final class SpindleRunLoopExecutor: SerialExecutor, @unchecked Sendable {
     /// The run loop that runs the jobs.
     public let runLoop: SpindleRunLoop
     /// The thread the jobs run on: the one `init(name:)` started, or nil for a loop given to `init(runLoop:)`.
     public let thread: SpindleThread?
     private let keepAlive: SpindlePort<Int>?
+    /// After a move (see the type's notes): the executor whose thread runs the jobs. Under its own lock.
+    private let standIn = SpindleLockedValue<SpindleRunLoopExecutor?>(nil)
 
     /// Starts a thread named `name` that runs its run loop for this executor until the executor is released.
     /// Any thread; returns once the thread's loop is ready.
@@ -59,23 +69,84 @@ public final class SpindleRunLoopExecutor: SerialExecutor, @unchecked Sendable {
         self.keepAlive?.invalidate()  // the started thread's loop returns and the thread exits
     }
 
-    /// Schedules `job` on the loop (wakes it). Called by the concurrency runtime; any thread.
+    /// Schedules `job` on the loop (wakes it), or after a move on the stand-in's. Called by the concurrency runtime;
+    /// any thread.
     ///
-    /// Traps if the loop's thread has exited (possible only with `init(runLoop:)`: that thread must outlive the
-    /// actor's use): the job could run on no thread the actor may use, and dropping it would suspend its task for
-    /// ever without a word. The same holds for jobs still waiting on the loop when its thread exits.
+    /// A job the loop will not run (its thread has exited: the perform is refused, or dropped by the exiting loop)
+    /// is handed to the stand-in when its `PendingJob` is released unrun. Traps only if the loop's thread has
+    /// exited and no thread can be started for the stand-in (`pthread_create` failing): the job could then run
+    /// nowhere.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        let accepted = self.runLoop.perform { [self] in job.runSynchronously(on: self.asUnownedSerialExecutor()) }
-        precondition(accepted,
-                     "SpindleRunLoopExecutor: the thread of \(self.runLoop) has exited; its actor's job cannot run")
+        if let standIn = self.standIn.value {
+            standIn.perform(job, as: self)
+            return
+        }
+        let pending = PendingJob(job, executor: self)
+        _ = self.runLoop.perform { pending.run() }  // refused: released here, unrun, and so moved (its deinit)
     }
 
-    /// Traps unless the calling thread owns the loop (the runtime calls it for `assumeIsolated` checks).
+    /// Runs `job` on this executor's loop as a job of `owner` (a moved executor). Stand-ins only.
+    private func perform(_ job: UnownedJob, as owner: SpindleRunLoopExecutor) {
+        let accepted = self.runLoop.perform { job.runSynchronously(on: owner.asUnownedSerialExecutor()) }
+        // A stand-in's thread runs until the stand-in is released, and its owner holds it.
+        precondition(accepted, "SpindleRunLoopExecutor: the stand-in thread of \(owner.runLoop) has exited")
+    }
+
+    /// A job the loop's thread will never run: starts the stand-in if there is none yet (reporting the move), then
+    /// runs the job there. Called with no lock of ours held (from a `PendingJob`'s deinit).
+    fileprivate func move(_ job: UnownedJob) {
+        var started = false
+        let standIn = self.standIn.withLockedValue { standIn -> SpindleRunLoopExecutor? in
+            if let standIn { return standIn }
+            let name = self.thread?.name ?? "spindle-actor"
+            standIn = try? SpindleRunLoopExecutor(name: name)
+            started = standIn != nil
+            return standIn
+        }
+        guard let standIn else {
+            fatalError("SpindleRunLoopExecutor: the thread of \(self.runLoop) has exited and no thread could be started to run its actor's jobs")
+        }
+        if started {
+            SpindleDiagnostics.report(.runLoopExecutorMoved(runLoop: "\(self.runLoop)", threadID: standIn.thread?.threadID ?? 0))
+        }
+        standIn.perform(job, as: self)
+    }
+
+    /// Traps unless the calling thread owns the loop, or after a move the stand-in's (the runtime calls it for
+    /// `assumeIsolated` checks).
     public func checkIsolated() {
-        precondition(self.runLoop.isOwnedByCurrentThread, "not on the thread of \(self.runLoop)")
+        precondition(self.isOnItsThread, "not on the thread of \(self.runLoop)")
     }
 
-    /// Whether the calling thread owns the loop.
-    public func isIsolatingCurrentContext() -> Bool? { self.runLoop.isOwnedByCurrentThread }
+    /// Whether the calling thread owns the loop, or after a move the stand-in's.
+    public func isIsolatingCurrentContext() -> Bool? { self.isOnItsThread }
+
+    private var isOnItsThread: Bool {
+        if self.runLoop.isOwnedByCurrentThread { return true }
+        return self.standIn.value?.runLoop.isOwnedByCurrentThread ?? false
+    }
+}
+
+/// One job on its way through a loop's performs: run by the loop, or, if the loop lets go of it unrun (its thread
+/// has exited), moved to the executor's stand-in by `deinit`. `ran` is only touched by the loop's thread, which
+/// holds the perform, before the last reference goes.
+private final class PendingJob: @unchecked Sendable {
+    private let job: UnownedJob
+    private let executor: SpindleRunLoopExecutor
+    private var ran = false
+
+    init(_ job: UnownedJob, executor: SpindleRunLoopExecutor) {
+        self.job = job
+        self.executor = executor
+    }
+
+    func run() {
+        self.ran = true
+        self.job.runSynchronously(on: self.executor.asUnownedSerialExecutor())
+    }
+
+    deinit {
+        if !self.ran { self.executor.move(self.job) }
+    }
 }

@@ -31,6 +31,10 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
     /// `queue`: the width was left as it was (`setMaxConcurrentOperationCount` throws `invalidConcurrencyLimit`
     /// instead).
     case invalidConcurrencyLimitIgnored(queue: String, value: Int)
+    /// The thread of `runLoop`, the loop a `SpindleRunLoopExecutor` was made with (`init(runLoop:)`), exited while
+    /// the executor was still in use: its pending and later jobs run, one at a time as before, on a thread the
+    /// executor started (kernel id `threadID`). Reported once per executor.
+    case runLoopExecutorMoved(runLoop: String, threadID: Int32)
 
     /// One line, for a log.
     public var description: String {
@@ -49,6 +53,8 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
             "pthread_atfork failed (errno \(errno)); queues made before a fork are not refused in the child"
         case .invalidConcurrencyLimitIgnored(let queue, let value):
             "queue '\(queue)': maxConcurrentOperationCount = \(value) ignored (negative; only -1, the default, is allowed)"
+        case .runLoopExecutorMoved(let runLoop, let threadID):
+            "the thread of \(runLoop) exited while its SpindleRunLoopExecutor was in use; its jobs now run on thread \(threadID)"
         }
     }
 }

@@ -244,4 +244,59 @@ import Testing
         }
         #expect(executor.thread?.isFinished == false)
     }
+
+    /// With `init(runLoop:)`, a loop whose thread exits moves the actor to a thread the executor starts: a call
+    /// made afterwards is answered there, and later ones too (before, the enqueue trapped).
+    @Test func anActorWhoseLoopThreadExitedMovesToAThreadOfItsOwn() async throws {
+        let ready = QTGate()
+        let handOff = SpindleLockedValue<(SpindleRunLoop, SpindlePort<Int>)?>(nil)
+        let thread = try SpindleThread.spawnJoinable(name: "at-leaving") {
+            let port = SpindlePort<Int>(name: "keep") { _ in }
+            let loop = SpindleRunLoop.current
+            try? loop.add(port)
+            handOff.withLockedValue { $0 = (loop, port) }
+            ready.open()
+            _ = try? loop.run(untilInvalidated: port, before: .after(.seconds(atDeadline)))
+        }
+        #expect(await atEventually { ready.tryWait() })
+        let (loop, port) = handOff.value!
+        let executor = SpindleRunLoopExecutor(runLoop: loop)
+        let device = Device(executor: executor)
+        #expect(await device.call() == thread.threadID)
+        port.invalidate()
+        try thread.join()
+        let eventsBefore = SpindleDiagnostics.eventCount
+        let moved = await device.call()
+        #expect(moved != thread.threadID && moved != 0)
+        #expect(await device.call() == moved, "later calls run on the same stand-in thread")
+        #expect(readComm(tid: moved) == "spindle-actor")
+        #expect(SpindleDiagnostics.eventCount > eventsBefore, "the move was not reported")
+        #expect(executor.isIsolatingCurrentContext() == false)
+    }
+
+    /// Jobs waiting on a loop whose thread exits without running them are not dropped: they run on the stand-in
+    /// (before, the exiting loop released them unrun and their tasks waited for ever).
+    @Test func jobsLeftOnALoopWhoseThreadExitsStillRun() async throws {
+        let ready = QTGate()
+        let exit = QTGate()
+        let handOff = SpindleLockedValue<SpindleRunLoop?>(nil)
+        let thread = try SpindleThread.spawnJoinable(name: "at-never-runs") {
+            handOff.withLockedValue { $0 = SpindleRunLoop.current }
+            ready.open()
+            #expect(exit.wait(), "the test never let the thread go")  // alive, but never runs its loop
+        }
+        #expect(await atEventually { ready.tryWait() })
+        let loop = handOff.value!
+        let device = Device(executor: SpindleRunLoopExecutor(runLoop: loop))
+        let answers = QTLog<Int32>()
+        let calls = (0..<3).map { _ in Task { answers.append(await device.call()) } }
+        // The three jobs wait on the loop, which its thread never runs.
+        #expect(await atEventually { loop.limitDate(forMode: .default) != nil })
+        exit.open()
+        try thread.join()
+        #expect(await atEventually(seconds: qtDeadline) { answers.count == 3 }, "a job left on the loop was dropped")
+        guard answers.count == 3 else { return }
+        for call in calls { await call.value }
+        #expect(Set(answers.all).count == 1 && !answers.all.contains(thread.threadID), "\(answers.all)")
+    }
 }
