@@ -122,9 +122,12 @@ extension QueueCore {
         self.perform(&after)
     }
 
-    /// A member's priority changed: if it waits in a bucket, move it. Wakes nobody (it was ready already).
+    /// A member's priority changed: if it waits in a bucket, move it; if it is reserved, the reservations give way
+    /// (it goes back to the buckets at its new level before its owner would claim it). Wakes nobody (it was ready
+    /// already).
     func priorityChanged(_ op: SpindleOperation) {
         self.lock.withLock {
+            if op.placement == .reserved { self.invalidateReservations() }
             guard op.placement == .ready, !op.isBarrier else { return }
             let link = Unmanaged.passUnretained(op)
             self.ready.remove(link)

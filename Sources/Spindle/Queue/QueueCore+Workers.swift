@@ -94,7 +94,7 @@ extension QueueCore {
         let op = self.takeNextLocked()  // 1. the queue's reference is ours now
         let cancelling = self.lifecycle.state == .cancelling  // after shutdown(.cancel) nothing starts uncancelled
         let wake = self.wakeOrSpawnLocked()  // 2. whom to wake for what is left
-        if !cancelling { self.reserveLocked(worker.reservation, afterWaking: wake) }  // 3. the next few, maybe
+        if !cancelling { self.reserveLocked(worker.reservation, behind: op, afterWaking: wake) }  // 3. the next few, maybe
         worker.pending.wake.add(wake)
         self.lock.unlock()
         worker.gotWork()
@@ -211,6 +211,7 @@ extension QueueCore {
     /// Pops the best ready operation, moves it to `dispatching` and takes a slot; the queue's reference to it
     /// passes to the caller. Caller holds `lock` and has checked `canDispatchLocked`.
     func takeNextLocked() -> Unmanaged<SpindleOperation> {
+        self.reclaimStalledReservationsLocked()  // reserved work its owner sits on comes first (FastPath/Reservations)
         let link = self.ready.popHighest()!
         self.stats.noteRunning(self.slots.take())
         link._withUnsafeGuaranteedRef { op in

@@ -20,19 +20,25 @@ import Synchronization
 ///   last (bursts of 64 on 2 CPUs, `BENCHMARKS.md`, "A burst's reserved operations"). The woken worker reserves
 ///   instead, when it takes;
 /// - only plain `SpindleBlockOperation`s (not subclasses), which always finish on the thread that starts them, with
-///   nobody waiting on them yet;
+///   nobody waiting on them yet, and only behind a taken operation of that kind: the batch runs in the taken
+///   operation's slot, so it must have finished there (a concurrent operation still executing holds its slot, and
+///   the batch would run beside it, beyond the width);
 /// - a worker that runs out of work takes every other worker's unclaimed reservations back into the buckets before
 ///   it spins or parks (`reclaimReservationsLocked`), and so does every event that frees a slot or makes room
 ///   without a worker looking: a member finishing on another thread, a resume, a width change
 ///   (`reclaimForFreeSlotLocked`). So reserved work never waits behind a worker's long operation while a slot is
-///   free;
-/// - anything that changes which operation should start next bumps `batchEpoch`: suspending, a width change, or an
-///   operation becoming ready at a higher priority than the lowest one reserved (`reservedFloor`: at most the
-///   lowest level reserved since the queue last had no members; the adding thread reads it without the lock). A
-///   worker checks the epoch before claiming each reservation and, if it moved, returns the rest to the front of
-///   their buckets.
+///   free. And while other workers keep taking work, a reservation whose owner has claimed nothing between two of
+///   their takes is stalled (its owner runs a long operation, or one that waits, perhaps for a reserved one) and
+///   goes back too (`reclaimStalledReservationsLocked`): reserved work is not overtaken for long by work added
+///   after it, nor starved by a stream;
+/// - anything that changes which operation should start next bumps `batchEpoch`: suspending, a width change, a
+///   reserved operation's priority changed, or an operation becoming ready at a higher priority than the lowest
+///   one reserved (`reservedFloor`: at most the lowest level reserved since the queue last had no members; the
+///   adding thread reads it without the lock, after its push, so the worker looks at the inbox again after storing
+///   the floor). A worker checks the epoch before claiming each reservation and, if it moved, returns the rest to
+///   the front of their buckets (at their current priorities).
 ///
-/// Guards: a `Reservation`'s `slots`, `count`, `epoch` and `mayHold` are under the queue's `lock`; its `next` is
+/// Guards: a `Reservation`'s `slots`, `count`, `epoch`, `mayHold` and `seenNext` are under the queue's `lock`; its `next` is
 /// atomic: the owner claims slot `next` by compare-and-swap without the lock, a reclaiming thread (under `lock`)
 /// takes all the rest with one exchange, so each slot is claimed exactly once. States of a reservation: empty
 /// (`next == count`) → filled (under lock, by its owner, only when empty) → drained by claims and/or one reclaim
@@ -53,6 +59,8 @@ final class Reservation: @unchecked Sendable {
     @exclusivity(unchecked) var epoch = 0
     /// Counted in `QueueCore.reservationHolders`: it may hold unclaimed operations.
     @exclusivity(unchecked) var mayHold = false
+    /// `next` as the last stall check saw it (-1 since the fill): see `reclaimStalledReservationsLocked`.
+    @exclusivity(unchecked) var seenNext = -1
     let next = Atomic<Int>(0)
 }
 
@@ -65,11 +73,14 @@ extension QueueCore {
     /// `reservedFloor` when nothing is reserved: above every bucket level.
     static let noFloor = 6
 
-    /// After `takeNextLocked` and its wake decision (`wake`): fills this worker's empty reservation with the next
-    /// ready operations if that decision woke or started nobody, the backlog is long enough and they qualify (see
-    /// above). Caller holds `lock`.
-    func reserveLocked(_ reservation: Reservation, afterWaking wake: IdleWorkers.WakeAction) {
+    /// After `takeNextLocked` took `taken` and its wake decision (`wake`): fills this worker's empty reservation
+    /// with the next ready operations if that decision woke or started nobody, `taken` finishes on this worker, the
+    /// backlog is long enough and they qualify (see above). Caller holds `lock`.
+    func reserveLocked(
+        _ reservation: Reservation, behind taken: Unmanaged<SpindleOperation>, afterWaking wake: IdleWorkers.WakeAction
+    ) {
         guard wake == .none else { return }
+        guard taken._withUnsafeGuaranteedRef({ type(of: $0) == SpindleBlockOperation.self }) else { return }
         let threshold = self.slots.limit * QueueCore.batchThresholdPerSlot
         guard self.ready.count > threshold else { return }
         var count = 0
@@ -96,9 +107,13 @@ extension QueueCore {
         reservation.count = count
         reservation.epoch = self.batchEpoch.load(ordering: .sequentiallyConsistent)
         reservation.next.store(0, ordering: .releasing)
+        reservation.seenNext = -1
         reservation.mayHold = true
         self.reservationHolders += 1
         self.reservedTotal += count
+        // An add that pushed after this worker's drain may have read the floor before it was lowered above (and so
+        // not bumped the epoch): its operation is admitted now, and bumps the epoch if it outranks the floor.
+        self.drainInboxLocked()
     }
 
     /// The owner claims its next reserved operation and moves it to `dispatching`; nil when none is left (all
@@ -156,6 +171,28 @@ extension QueueCore {
     @inline(__always)
     func reclaimForFreeSlotLocked() {
         if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }
+    }
+
+    /// Before a take: takes back each other worker's reservation whose owner claimed nothing since the previous
+    /// take looked (`seenNext`), and notes where the others are. Such an owner is running a long operation, or one
+    /// that waits (perhaps for one it reserved, which would then wait for ever behind a stream); its reserved
+    /// operations go to the front of their buckets, to be taken now. The taking worker's own reservation is empty
+    /// here (settled before its take). Caller holds `lock`.
+    @inline(__always)
+    func reclaimStalledReservationsLocked() {
+        if self.reservationHolders > 0 { self.reclaimStalledSlowLocked() }
+    }
+
+    @inline(never)
+    private func reclaimStalledSlowLocked() {
+        for reservation in self.reservations where reservation.mayHold {
+            let next = reservation.next.load(ordering: .acquiring)
+            if next == reservation.seenNext {
+                self.returnReservationLocked(reservation)
+            } else {
+                reservation.seenNext = next
+            }
+        }
     }
 
     /// The owner, back under the lock after its batch: its reservation is empty now. Caller holds `lock`.
