@@ -6,7 +6,8 @@ import Synchronization
 // while not ready, while executing, while enqueued, after finishing (a no-op); adding finished, executing and
 // already-queued operations (also via all-or-nothing batches and duplicate batches); negative widths in init and
 // setMaxConcurrentOperationCount; NaN deadlines; negative semaphore values; finish() misuse on concurrent
-// operations; waiting on yourself and on your own queue; addExecutionBlock after start; thread join misuse.
+// operations; waiting on yourself and on your own queue; addExecutionBlock after start; thread join misuse (a
+// join cycle of two threads too).
 // Figures: "unreported-misuse" (the call succeeded), "wrong-error", "state-changed".
 
 /// Unnamed on purpose: rejecting an unnamed operation builds its default name while the operation's lock is held
@@ -40,7 +41,7 @@ final class SelfWaitOp: SpindleOperation, @unchecked Sendable {
 
 enum MisuseScenario {
     static let invariants = ["unreported-misuse", "wrong-error", "state-changed", "graph-broken", "timeout-hang",
-                             "timeout-wrong-result", "timeout-slow", "drain-timeout"]
+                             "timeout-wrong-result", "timeout-slow", "drain-timeout", "join-cycle-hang"]
 
     /// Runs `body`, which must throw a SpindleError matching `matches`, and then checks `unchanged`.
     static func expect(_ ctx: ScenarioContext, _ what: String, _ matches: (SpindleError) -> Bool,
@@ -181,6 +182,7 @@ enum MisuseScenario {
             expect(ctx, "join() on a detached thread", { if case .threadNotJoinable = $0 { true } else { false } }) {
                 try detached.join()
             }
+            joinCycle(ctx)
             // Let everything run; the rejected cycle must not have broken the chain.
             held.isSuspended = false
             guard ctx.drain([q, other, held]) else { break }
@@ -198,3 +200,45 @@ enum MisuseScenario {
         ctx.figure("bad-timeout-passes", "\(timeoutPasses) x \(timeoutInputs.count) timeouts x \(waitNames.count) waits")
     }
 }
+
+/// Two threads join each other at once: exactly one join is refused with `joinCycle` (the one that would close the
+/// cycle), the other returns once the refused thread has ended; nothing hangs.
+private func joinCycle(_ ctx: ScenarioContext) {
+    let pair = SpindleLockedValue<[SpindleThread]>([])
+    let go = try! SpindleSemaphore(value: 0)  // 0 is a valid value
+    let done = try! SpindleSemaphore(value: 0)
+    let refused = Atomic<Int>(0)
+    func ring(_ index: Int) -> @Sendable () -> Void {
+        { @Sendable in
+            go.wait()
+            guard let other = pair.withLockedValue({ $0.count == 2 ? $0[1 - index] : nil }) else { return }
+            do throws(SpindleError) {
+                try other.join()
+            } catch {
+                if case .joinCycle = error { refused.add(1, ordering: .relaxed) } else {
+                    ctx.violation("wrong-error", "a join cycle threw \(error)")
+                }
+            }
+            done.signal()
+        }
+    }
+    guard let a = try? spawnRetryingOrThrow(name: "misuse-ring-0", ring(0)) else { return }
+    guard let b = try? spawnRetryingOrThrow(name: "misuse-ring-1", ring(1)) else {
+        go.signal()  // `a` finds no partner and returns
+        _ = try? a.join()
+        return
+    }
+    pair.withLockedValue { $0 = [a, b] }
+    go.signal()
+    go.signal()
+    for _ in 0..<2 where !done.wait(timeout: .seconds(10)) {
+        ctx.violation("join-cycle-hang", "two threads joining each other did not both return within 10 s")
+        return
+    }
+    if refused.load(ordering: .relaxed) != 1 {
+        ctx.violation("unreported-misuse", "\(refused.load(ordering: .relaxed)) of the two crossed joins were refused")
+    }
+    _ = try? a.join()  // the one the refused join did not claim; the other throws threadAlreadyJoined
+    _ = try? b.join()
+}
+
