@@ -161,7 +161,9 @@ final class PoolCore: @unchecked Sendable {
         }
         let thread: SpindleThread
         do {
-            thread = try SpindleThread.spawnJoinable(name: "spindle.p\(index)") { [self] in self.threadLoop() }
+            thread = try SpindleThread.spawnJoinable(name: "spindle.p\(index)") { [self] in
+                self.threadLoop(name: "spindle.p\(index)")
+            }
         } catch {
             return self.threadFailedToStart(error)
         }
@@ -185,8 +187,10 @@ final class PoolCore: @unchecked Sendable {
         return nil
     }
 
-    /// A thread's life: serve requests; park when there are none; leave when shutting down or surplus.
-    private func threadLoop() {
+    /// A thread's life: serve requests; park when there are none; leave when shutting down or surplus. After each
+    /// serve the thread gets its `name` back if an operation changed it (its priority is put back after each
+    /// operation already), so one queue's operation never sees what another queue's left on the thread.
+    private func threadLoop(name: String) {
         let context = ThreadContext.current
         context.poolOf = self
         let parker = ThreadParker()
@@ -200,6 +204,7 @@ final class PoolCore: @unchecked Sendable {
                 self.lock.unlock()
                 core._withUnsafeGuaranteedRef { $0.serveOnPool() }
                 core.release()  // may free the queue, and with its last queue a pool's handle (never this core)
+                if context.thread.name != name { context.thread.name = name }
                 self.lock.lock()
                 continue
             }

@@ -79,9 +79,11 @@ struct RunLoopState {
         perform.modes.contains(mode) || (perform.modes.contains(.common) && self.commonModes.contains(mode))
     }
 
-    /// Whether running `mode` has anything to wait for: sources, timers, performs or ports still retiring.
-    func hasWork(for mode: SpindleRunLoop.Mode) -> Bool {
-        if !self.retiringPorts.isEmpty { return true }
+    /// Whether running `mode` has anything to wait for: sources, timers, performs or ports still retiring (those in
+    /// `inService`, whose handler is running further up the loop thread's stack, do not count: no nested run can
+    /// serve them, so a nested run must not wait for them).
+    func hasWork(for mode: SpindleRunLoop.Mode, inService: Set<ObjectIdentifier> = []) -> Bool {
+        if self.retiringPorts.contains(where: { !inService.contains(ObjectIdentifier($0)) }) { return true }
         for key in self.servedKeys(for: mode) where self.tables[key]?.hasSources == true { return true }
         return self.performs.contains { self.allows($0, in: mode) }
     }
@@ -103,7 +105,10 @@ struct RunLoopState {
 
     /// Pops the timers of `mode` due at `now`, reschedules repeating ones, retires one-shot ones, and returns
     /// them in firing order (each timer once, even when it is due in two served tables).
-    mutating func takeDueTimers(for mode: SpindleRunLoop.Mode, now: UInt64) -> [SpindleTimer] {
+    /// Timers in `inService` (firing further up the loop thread's stack) are rescheduled but not returned: a timer
+    /// never fires inside its own callout.
+    mutating func takeDueTimers(for mode: SpindleRunLoop.Mode, now: UInt64,
+                                inService: Set<ObjectIdentifier> = []) -> [SpindleTimer] {
         var due: [RunLoopTimerEntry] = []
         var seen = Set<ObjectIdentifier>()
         for key in self.servedKeys(for: mode) {
@@ -122,13 +127,26 @@ struct RunLoopState {
             case .stale:
                 continue
             case .rescheduled(let next, let modes):
-                for key in modes { self.tables[key]?.heap.push(next) }
+                for key in modes { self.pushFiring(next, into: key) }
             case .finished(let modes):
                 for key in modes { self.removeTimer(entry.timer, from: key) }
             }
+            if inService.contains(ObjectIdentifier(entry.timer)) { continue }
             fired.append(entry.timer)
         }
         return fired
+    }
+
+    /// Pushes a repeating timer's next firing into the heap of `mode`, compacting the heap when stale entries pile
+    /// up: a mode that is not being run keeps one entry per firing otherwise (stale ones are dropped only when the
+    /// mode is run or asked for its next firing). Amortised O(1).
+    private mutating func pushFiring(_ entry: RunLoopTimerEntry, into mode: SpindleRunLoop.Mode) {
+        guard self.tables[mode] != nil else { return }
+        self.tables[mode]!.heap.push(entry)
+        let table = self.tables[mode]!
+        if table.heap.count > 2 * table.timers.count + 64 {
+            self.tables[mode]!.heap.compact { table.isLive($0) }
+        }
     }
 
     /// Removes `timer` from the table of `mode`, compacting the heap when stale entries pile up.
@@ -156,14 +174,19 @@ struct RunLoopState {
 
     /// Decides one pass of running `mode` at `now` (see `RunLoopPassPlan`). `inService` lists the ports and
     /// sources whose callouts are under way further up the loop thread's stack: they are skipped, so a nested
-    /// run never delivers a port's messages out of order or re-enters a handler.
-    mutating func makePlan(for mode: SpindleRunLoop.Mode, now: UInt64,
-                           inService: Set<ObjectIdentifier>) -> RunLoopPassPlan {
+    /// run never delivers a port's messages out of order or re-enters a handler. Only performs whose sequence is
+    /// below `performsBefore` are taken (`serveReadyWork`: those queued before the loop's thread shut down).
+    mutating func makePlan(for mode: SpindleRunLoop.Mode, now: UInt64, inService: Set<ObjectIdentifier>,
+                           performsBefore: UInt64 = .max) -> RunLoopPassPlan {
         var plan = RunLoopPassPlan()
-        plan.timers = self.takeDueTimers(for: mode, now: now)
+        plan.timers = self.takeDueTimers(for: mode, now: now, inService: inService)
         var kept: [RunLoopPerform] = []
         for perform in self.performs {
-            if self.allows(perform, in: mode) { plan.performs.append(perform) } else { kept.append(perform) }
+            if perform.sequence < performsBefore && self.allows(perform, in: mode) {
+                plan.performs.append(perform)
+            } else {
+                kept.append(perform)
+            }
         }
         self.performs = kept
         plan.performs.sort { ($0.order, $0.sequence) < ($1.order, $1.sequence) }

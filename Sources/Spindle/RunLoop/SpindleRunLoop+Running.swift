@@ -86,13 +86,15 @@ extension SpindleRunLoop {
     }
 
     /// Serves what is ready in `mode` now, pass after pass, without sleeping, until a pass handles nothing; a
-    /// `stop()` met on the way is consumed and does not end it. Owning thread only (`SpindleRunLoopThread`, after
-    /// its last run).
+    /// `stop()` met on the way is consumed and does not end it. Only the performs queued before this call are run
+    /// (a perform that queues itself again would otherwise keep it serving for ever; later ones are released
+    /// unrun when the loop exits). Owning thread only (`SpindleRunLoopThread`, after its last run).
     func serveReadyWork(mode: Mode) {
         self.enter(mode)
         defer { self.leave() }
+        let performsBefore = self.state.withLock { $0.nextSequence }
         while true {
-            switch self.runPasses(mode: mode, until: .now) {
+            switch self.runPasses(mode: mode, until: .now, performsBefore: performsBefore) {
             case .handled, .stopped: continue
             case .timedOut, .empty: return
             }
@@ -105,8 +107,10 @@ extension SpindleRunLoop {
 
     // MARK: - Passes
 
-    /// Runs passes of `mode` until something is handled, the deadline passes, the mode is empty, or a stop.
-    func runPasses(mode: Mode, until deadline: SpindleDeadline) -> RunLoopPassResult {
+    /// Runs passes of `mode` until something is handled, the deadline passes, the mode is empty, or a stop. Only
+    /// performs whose sequence is below `performsBefore` run (all of them by default).
+    func runPasses(mode: Mode, until deadline: SpindleDeadline,
+                   performsBefore: UInt64 = .max) -> RunLoopPassResult {
         while true {
             // Drain before looking for work: anything published after this point also signals the eventfd, so
             // the poll below returns at once instead of missing it.
@@ -120,8 +124,8 @@ extension SpindleRunLoop {
                 }
                 let heldOpen = state.heldOpen && state.modeStack.count == 1  // a SpindleRunLoopThread's own run
                 if heldOpen && state.stopForGood { return .stopped }
-                guard heldOpen || state.hasWork(for: mode) else { return .empty }
-                return .plan(state.makePlan(for: mode, now: now, inService: inService))
+                guard heldOpen || state.hasWork(for: mode, inService: inService) else { return .empty }
+                return .plan(state.makePlan(for: mode, now: now, inService: inService, performsBefore: performsBefore))
             }
             let plan: RunLoopPassPlan
             switch start {
@@ -130,8 +134,14 @@ extension SpindleRunLoop {
             case .plan(let decided): plan = decided
             }
 
-            // Callouts, with no lock held.
-            for timer in plan.timers { timer.loopFire() }
+            // Callouts, with no lock held. A timer is in service while it fires, so a nested run does not fire it
+            // again inside its own callout (the firings it misses meanwhile are skipped, as CFRunLoop does).
+            for timer in plan.timers {
+                _ = self.serve(ObjectIdentifier(timer)) {
+                    timer.loopFire()
+                    return true
+                }
+            }
             var handled = false
             for perform in plan.performs {
                 perform.block()
@@ -151,10 +161,15 @@ extension SpindleRunLoop {
                 // Descriptors get a turn on every pass, not only on one that found nothing else (CFRunLoop polls its
                 // sources on every pass too): otherwise a perform that re-posts itself starves them for ever. Only
                 // when the mode watches descriptors, so a loop without any pays nothing.
-                if !plan.sources.isEmpty { self.deliverReadyDescriptors(mode: mode) }
+                if !plan.sources.isEmpty { _ = self.deliverReadyDescriptors(mode: mode) }
                 return .handled
             }
-            if deadline.hasPassed { return .timedOut }
+            if deadline.hasPassed {
+                // A past deadline still serves what is ready once: a descriptor that is ready now is ready work
+                // (`runOnce(before: .now)` pumps the loop; `serveReadyWork` serves it at shutdown).
+                if !plan.sources.isEmpty && self.deliverReadyDescriptors(mode: mode) { return .handled }
+                return .timedOut
+            }
             if !plan.timers.isEmpty { continue }  // callouts may have changed the sources: plan again
 
             // Nothing to do: sleep until woken, a descriptor is ready, the next timer is due, or the deadline.
@@ -163,7 +178,9 @@ extension SpindleRunLoop {
             if let next = plan.nextFire, next < wakeAt.uptimeNanoseconds {
                 wakeAt = SpindleDeadline(uptimeNanoseconds: next)
             }
-            self.wakeup.wait(watching: &watched, until: wakeAt)
+            // On a pool thread (an operation waiting in its run loop), a wait the pool sees: another thread may
+            // serve meanwhile, perhaps the very work this loop waits for.
+            ThreadContext.current.blocking { self.wakeup.wait(watching: &watched, until: wakeAt) }
             if self.deliverDescriptorEvents(plan.sources, watched) { return .handled }
             if deadline.hasPassed, plan.nextFire.map({ $0 > cshim_clock_monotonic_ns() }) ?? true {
                 return .timedOut
@@ -179,11 +196,12 @@ extension SpindleRunLoop {
     }
 
     /// Polls the descriptors `mode` watches now (the callouts of this pass may have changed them) without
-    /// waiting, and delivers what is ready. Owner thread only, no lock held.
-    private func deliverReadyDescriptors(mode: Mode) {
+    /// waiting, and delivers what is ready; returns whether any event was delivered. Owner thread only, no lock
+    /// held.
+    private func deliverReadyDescriptors(mode: Mode) -> Bool {
         let inService = self.inService
         let sources = self.state.withLock { $0.sources(for: mode, inService: inService) }
-        guard !sources.isEmpty else { return }
+        guard !sources.isEmpty else { return false }
         var watched = sources.map { pollfd(fd: $0.descriptor, events: $0.pollEvents, revents: 0) }
         let count = watched.count
         let ready: Int32
@@ -194,7 +212,7 @@ extension SpindleRunLoop {
         } catch {
             preconditionFailure("SpindleRunLoop: poll failed: \(error)")
         }
-        if ready > 0 { _ = self.deliverDescriptorEvents(sources, watched) }
+        return ready > 0 && self.deliverDescriptorEvents(sources, watched)
     }
 
     /// Delivers what poll reported for `sources` (`watched[i]` belongs to `sources[i]`); returns whether any

@@ -5,9 +5,10 @@
 /// with nothing registered; a `stop()` someone else sends the loop only makes it look again. `shutdown` stops it
 /// for good (`RunLoopState.stopForGood`, which a nested run cannot consume): the current callout finishes, then
 /// what is ready in the default mode (performs, port messages, due timers, and the events of descriptor sources that
-/// are ready then) is served until a pass finds nothing to
-/// do, then the loop becomes *exited* (`SpindleRunLoop.ownerDidExit`: ports invalidated too late for the last pass
-/// get their invalidation handler on this thread, what is still scheduled counts as unscheduled and can move to a
+/// are ready then) is served until a pass finds nothing to do (performs queued after the shutdown began are not run:
+/// a perform that queues itself again cannot hold the thread), then the loop becomes *exited*
+/// (`SpindleRunLoop.ownerDidExit`: ports invalidated too late for the last pass get their invalidation handler on
+/// this thread, what is still scheduled counts as unscheduled and can move to a
 /// live loop, later `perform`s return false), then the thread exits and is joined. `runLoop` stays readable after
 /// the shutdown, as an exited loop.
 ///

@@ -184,4 +184,40 @@ import Testing
         #expect(group.isFinished && own.isFinished)
         #expect(qtWorkerThreadCount(group.inner) == 0)
     }
+
+    /// The README's waiting pattern (an operation parks in its run loop until a port is invalidated by other work)
+    /// on a one-thread pool: the run loop's wait is a blocking wait the pool sees, so the work it waits for gets a
+    /// thread. Before, `run(untilInvalidated:)` ran into its deadline.
+    @Test func aRunLoopWaitOnAPoolThreadLetsAnotherThreadServe() throws {
+        let pool = try SpindleThreadPool(name: "rl-wait", threadCount: 1)
+        let waiter = SpindleOperationQueue(name: "rl-waiter", pool: pool)
+        let helper = SpindleOperationQueue(name: "rl-helper", pool: pool)
+        let outcome = QTLog<Bool>()
+        let done = QTGate()
+        waiter.addOperation {
+            let loop = SpindleRunLoop.current
+            let port = SpindlePort<Int>(name: "callback") { _ in }
+            try? loop.add(port)
+            helper.addOperation { port.invalidate() }
+            let invalidated = (try? loop.run(untilInvalidated: port, before: .after(.seconds(3 * qtDeadline)))) ?? false
+            outcome.append(invalidated)
+            done.open()
+        }
+        #expect(done.wait(seconds: 6 * qtDeadline))
+        #expect(outcome.all == [true])
+    }
+
+    /// A pool thread renamed by one queue's operation has its name back for the next queue's operation (as block
+    /// helpers do). Before, the next operation saw the other queue's name.
+    @Test func aPoolThreadsNameDoesNotLeakBetweenQueues() throws {
+        let pool = try SpindleThreadPool(name: "names", threadCount: 1)
+        let a = SpindleOperationQueue(name: "names-a", pool: pool)
+        let b = SpindleOperationQueue(name: "names-b", pool: pool)
+        a.addOperation { SpindleThread.current.name = "renamed-by-a" }
+        qtDrain(a)
+        let seen = QTLog<String>()
+        b.addOperation { seen.append(SpindleThread.current.name) }
+        qtDrain(b)
+        #expect(seen.all.count == 1 && seen.all[0].hasPrefix("spindle.p"), "\(seen.all)")
+    }
 }
