@@ -228,8 +228,8 @@
 /* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:234 "self.idle.retryStarted()  // 1. threads may start again" */
 /* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:235 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
 /* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:236 "self.drainInboxLocked()  // 3. admit the inbox" */
-/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:237 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
-/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:238 "self.publishIdleLocked()  // 5. the places just reserved" */
+/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:238 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
+/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:239 "self.publishIdleLocked()  // 5. the places just reserved" */
 /* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:133 "self.perform(self.spawnRetried())" */
 /* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:133 "guard canDispatch, !shuttingDown else { return .none }" */
 /* [I_COMING]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:145 "if self.takerComing(inFlightBelow: inFlightBelow) { return .none }" */

@@ -69,11 +69,11 @@
  *      of the four stranding bugs needs 3 operations and at most 2 calls. Larger bounds that also pass are in
  *      Models/README.md.
  *
- * ASSUMPTION R1 (see finding R1): by default, a concurrent operation is never taken with a reservation (the
- *   "start() returns while it still executes" outcome is offered only to a worker whose reservation is empty).
- *   -DFINDING_R1 lifts it (the model then fails S1 with the trace of the bug); -DFIX_R1 lifts it and models the
- *   proposed fix (no claims after a taken operation that did not finish on its worker; the settle returns them):
- *   everything passes.
+ * RULE R1 (the fix of finding R1): a worker reserves only behind a taken operation that is a plain block operation
+ *   ([RV_PLAIN]: `reserveLocked(_:behind:afterWaking:)`), which always finishes on the worker that starts it. The
+ *   take chooses what it took: a plain block operation (finishes on the worker, or never) or any other operation
+ *   (also: a concurrent one whose start() returns while it still executes, finishing later on another thread or
+ *   never); only the first may reserve. -DBROKEN_RESERVE_BEHIND_ANY is the code before the fix (fails S1).
  *
  * PROPERTIES
  *   Safety (assertions; run with -DSAFETY, plus invalid end states):
@@ -93,17 +93,17 @@
  *   final state, stutter-extended):
  *     ltl free_slot_runs: <> [] ALL_OK (P1 as a formula).
  *
- * FINDING R1 (a real bug; Tests/SpindleTests/Queue/QueueReservationTests.swift,
- *   operationsReservedBehindAConcurrentOperationWaitForItsSlot, fails): runNextUnlocking (QueueCore+Workers.swift
- *   :105-108) claims and runs the reserved operations whether or not the operation it took finished on the
- *   worker. A concurrent operation whose start() returned still holds the one slot the batch runs in, so the
+ * FINDING R1 (a real bug, found here and by a code review at the same time; fixed by RULE R1; test:
+ *   QueueReservationLimitsTests.nothingIsReservedBehindAnOperationThatHoldsItsSlot): runNextUnlocking claimed and
+ *   ran the reserved operations whether or not the operation it took finished on the worker. A concurrent operation whose start() returned still holds the one slot the batch runs in, so the
  *   batch's operations run beside it: more operations execute than the width (on a serial queue, up to 7 block
  *   operations run while a concurrent one executes), and when the concurrent one finishes elsewhere
  *   operationDidFinish frees that slot while the batch still runs in it, so yet more can start. Needs a taken
- *   concurrent operation with a backlog of more than 16 x width ready behind it. -DFINDING_R1 prints the trace.
+ *   concurrent operation with a backlog of more than 16 x width ready behind it. -DBROKEN_RESERVE_BEHIND_ANY
+ *   prints the trace.
  *
- * FINDING R2 (not modelled: needs a thread start that fails): spawnRetried (QueueCore+Events.swift:228-238) does
- *   not reclaim: a worker that reserved while the retry was pending (its wake decision started nobody), busy for
+ * FINDING R2 (not modelled: needs a thread start that fails; fixed: spawnRetried now calls
+ *   reclaimForFreeSlotLocked after its admission): spawnRetried did not reclaim: a worker that reserved while the retry was pending (its wake decision started nobody), busy for
  *   ever, with the other live workers also busy for ever and the ready buckets empty, keeps its reservation past
  *   the retry, whose collectWakeActionsLocked sees nothing ready and starts no thread although a slot is free.
  *
@@ -112,7 +112,10 @@
  *                               ([RV_WOKE] missing). Passes: the guard is about latency (BENCHMARKS.md, "A burst's
  *                               reserved operations"), not liveness. With the threshold of A4 it changes nothing
  *                               below 4 operations; at -DOPS0=1 -DOPS1=3 it reserves after waking and passes.
- *   -DFINDING_R1, -DFIX_R1      see ASSUMPTION R1.
+ *   STALLED RECLAIM (not modelled): since the review that found R1, every take first takes back another worker's
+ *   reservation whose owner claimed nothing since the previous take looked (reclaimStalledReservationsLocked). It
+ *   is one more caller of the return checked here ([RC_EACH]'s returnRes), under the lock, so it can only take
+ *   reserved work back sooner; leaving it out keeps the reclaims this model must prove enough on their own.
  *   -DOPS0, -DOPS1, -DWIDTH, -DRESLIMIT, -DNSUSPEND, -DNWIDTH, -DNSHUT, -DNEVENTS: the bounds (A8).
  *
  * BROKEN VARIANTS (each must make pan report errors)
@@ -130,6 +133,9 @@
  *                                           resume.
  *   -DBROKEN_NO_IDLE_RECLAIM                a worker with nothing ready parks without taking back the others'
  *                                           reservations ([W_RECLAIM] missing).
+ *   -DBROKEN_RESERVE_BEHIND_ANY             RULE R1 missing (finding R1): a reservation behind a concurrent
+ *                                           operation runs beside it, in the slot it still holds (S1; safety
+ *                                           only: nothing is stranded).
  *   -DBROKEN_CLAIM_NOT_ATOMIC               the claim loads next and stores next + 1 (no compare-and-swap): a
  *                                           reclaim in between puts the operation back in the buckets while its
  *                                           owner runs it (S2; safety only: it runs twice, nothing is stranded).
@@ -170,7 +176,7 @@
 /* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:79 "self.parkUnlocking(&worker)  // PARKED; back under the lock after" */
 /* [W_TAKE]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:94 "let op = self.takeNextLocked()  // 1. the queue's reference is ours now" */
 /* [W_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:96 "let wake = self.wakeOrSpawnLocked()  // 2. whom to wake for what is left" */
-/* [W_RESERVE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:97 "if !cancelling { self.reserveLocked(worker.reservation, afterWaking: wake) }  // 3. the next few, maybe" */
+/* [W_RESERVE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:97 "if !cancelling { self.reserveLocked(worker.reservation, behind: op, afterWaking: wake) }  // 3. the next few, maybe" */
 /* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "self.lock.unlock()" */
 /* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:105 "let deferredFinish = self.runOnWorker(op, context)" */
 /* [W_CLAIM]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:108 "while let next = self.claimReserved(worker.reservation) {" */
@@ -187,54 +193,55 @@
 /* [PK_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:173 "let signalled = self.idle.unparked(parker)" */
 /* [SR_FINISHED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:202 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
 /* [SR_HANDBACK]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:205 "} else if !op._withUnsafeGuaranteedRef({ QueueCore.handBackLocked($0) }) {" */
-/* [TK_POP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:214 "let link = self.ready.popHighest()!" */
-/* [TK_SLOT]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:215 "self.stats.noteRunning(self.slots.take())" */
+/* [TK_POP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:215 "let link = self.ready.popHighest()!" */
+/* [TK_SLOT]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:216 "self.stats.noteRunning(self.slots.take())" */
 /* [W_DEFER]         PIN Sources/Spindle/Operations/SpindleOperation.swift:357 "context.deferredFinish = true" */
 /* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:304 "if freesSlot { self.slots.free() }" */
-/* [RV_WOKE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:72 "guard wake == .none else { return }" */
-/* [RV_THRESHOLD]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:74 "guard self.ready.count > threshold else { return }" */
-/* [RV_LOOP]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:77 "while count < QueueCore.batchSize - 1 && self.ready.count > threshold, let link = self.ready.peekHighest() {" */
-/* [RV_REMOVE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:85 "self.ready.remove(link)" */
-/* [RV_MOVE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:87 "op.placement.move(to: .reserved)  // the reservation holds the queue's reference now" */
-/* [RV_COUNT]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:96 "reservation.count = count" */
-/* [RV_EPOCH]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:97 "reservation.epoch = self.batchEpoch.load(ordering: .sequentiallyConsistent)" */
-/* [RV_PUBLISH]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:98 "reservation.next.store(0, ordering: .releasing)" */
-/* [RV_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:99 "reservation.mayHold = true" */
-/* [RV_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:100 "self.reservationHolders += 1" */
-/* [CL_LOAD]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:108 "let index = reservation.next.load(ordering: .acquiring)" */
-/* [CL_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:109 "guard index < reservation.count else { return nil }" */
-/* [CL_EPOCHQ]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:110 "if self.batchEpoch.load(ordering: .sequentiallyConsistent) != reservation.epoch {" */
-/* [CL_GIVEWAY]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:111 "self.lock.withLock { self.returnReservationLocked(reservation) }" */
-/* [CL_CAS]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:114 "let (won, _) = reservation.next.compareExchange(" */
-/* [CL_WON]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:116 "guard won, let link = reservation.slots[index] else { return nil }" */
-/* [CL_DISPATCH]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:117 "link._withUnsafeGuaranteedRef { QueueCore.markDispatching($0) }" */
-/* [RT_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:124 "if reservation.mayHold {" */
-/* [RT_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:126 "self.reservationHolders -= 1" */
-/* [RT_EXCHANGE]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:128 "let from = reservation.next.exchange(reservation.count, ordering: .acquiringAndReleasing)" */
-/* [RT_PUSHFRONT]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:135 "self.ready.pushFront(link, level: op.queuePriority.bucket)" */
-/* [RC_HOLDERSQ]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:145 "guard self.reservationHolders > 0 else { return false }" */
-/* [RC_EACH]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:146 "for reservation in self.reservations where reservation.mayHold {" */
-/* [RF_COND]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:158 "if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }" */
-/* [ST_SETTLE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:164 "if reservation.mayHold { self.returnReservationLocked(reservation) }" */
-/* [INV_EPOCH]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:170 "self.batchEpoch.add(1, ordering: .sequentiallyConsistent)" */
+/* [RV_WOKE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:82 "guard wake == .none else { return }" */
+/* [RV_PLAIN]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:83 "guard taken._withUnsafeGuaranteedRef({ type(of: $0) == SpindleBlockOperation.self }) else { return }" */
+/* [RV_THRESHOLD]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:85 "guard self.ready.count > threshold else { return }" */
+/* [RV_LOOP]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:88 "while count < QueueCore.batchSize - 1 && self.ready.count > threshold, let link = self.ready.peekHighest() {" */
+/* [RV_REMOVE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:96 "self.ready.remove(link)" */
+/* [RV_MOVE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:98 "op.placement.move(to: .reserved)  // the reservation holds the queue's reference now" */
+/* [RV_COUNT]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:107 "reservation.count = count" */
+/* [RV_EPOCH]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:108 "reservation.epoch = self.batchEpoch.load(ordering: .sequentiallyConsistent)" */
+/* [RV_PUBLISH]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:109 "reservation.next.store(0, ordering: .releasing)" */
+/* [RV_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:111 "reservation.mayHold = true" */
+/* [RV_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:112 "self.reservationHolders += 1" */
+/* [CL_LOAD]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:123 "let index = reservation.next.load(ordering: .acquiring)" */
+/* [CL_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:124 "guard index < reservation.count else { return nil }" */
+/* [CL_EPOCHQ]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:125 "if self.batchEpoch.load(ordering: .sequentiallyConsistent) != reservation.epoch {" */
+/* [CL_GIVEWAY]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:126 "self.lock.withLock { self.returnReservationLocked(reservation) }" */
+/* [CL_CAS]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:129 "let (won, _) = reservation.next.compareExchange(" */
+/* [CL_WON]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:131 "guard won, let link = reservation.slots[index] else { return nil }" */
+/* [CL_DISPATCH]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:132 "link._withUnsafeGuaranteedRef { QueueCore.markDispatching($0) }" */
+/* [RT_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:139 "if reservation.mayHold {" */
+/* [RT_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:141 "self.reservationHolders -= 1" */
+/* [RT_EXCHANGE]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:143 "let from = reservation.next.exchange(reservation.count, ordering: .acquiringAndReleasing)" */
+/* [RT_PUSHFRONT]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:150 "self.ready.pushFront(link, level: op.queuePriority.bucket)" */
+/* [RC_HOLDERSQ]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:160 "guard self.reservationHolders > 0 else { return false }" */
+/* [RC_EACH]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:161 "for reservation in self.reservations where reservation.mayHold {" */
+/* [RF_COND]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:173 "if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }" */
+/* [ST_SETTLE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:201 "if reservation.mayHold { self.returnReservationLocked(reservation) }" */
+/* [INV_EPOCH]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:207 "self.batchEpoch.add(1, ordering: .sequentiallyConsistent)" */
 /* [OF_FINISH]       PIN Sources/Spindle/Operations/SpindleOperation.swift:361 "queue._withUnsafeGuaranteedRef { $0.core.operationDidFinish(self) }" */
 /* [OF_LOCK]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:115 "self.lock.lock()" */
 /* [OF_UNLINK]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:116 "let dropsReference = self.unlinkFinishedLocked(op, into: &after)  // 1. the finish bookkeeping" */
 /* [OF_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:118 "self.reclaimForFreeSlotLocked()  // its slot is free: reserved operations may take it" */
 /* [OF_DECIDE]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:119 "after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake" */
 /* [SC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:326 "self.core.perform(self.core.suspensionChanged(to: newValue))" */
-/* [SC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:170 "self.lockAndAdmit()  // 1. admit the inbox" */
-/* [SC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:172 "if !(suspended && self.lifecycle.isShutDown) { self.slots.setSuspended(suspended) }" */
-/* [SC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:173 "self.invalidateReservations()  // 3. reserved operations give way" */
-/* [SC_RESUMEQ]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:174 "if !suspended {  // 4. resuming: reserved operations come back if a slot is free, then whom to wake" */
-/* [SC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:175 "self.reclaimForFreeSlotLocked()" */
-/* [SC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:176 "after.wake = self.collectWakeActionsLocked()" */
+/* [SC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:173 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [SC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:175 "if !(suspended && self.lifecycle.isShutDown) { self.slots.setSuspended(suspended) }" */
+/* [SC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:176 "self.invalidateReservations()  // 3. reserved operations give way" */
+/* [SC_RESUMEQ]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:177 "if !suspended {  // 4. resuming: reserved operations come back if a slot is free, then whom to wake" */
+/* [SC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:178 "self.reclaimForFreeSlotLocked()" */
+/* [SC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:179 "after.wake = self.collectWakeActionsLocked()" */
 /* [WC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:316 "self.core.perform(self.core.widthChanged(requested: value))" */
-/* [WC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:156 "self.lockAndAdmit()  // 1. admit the inbox" */
-/* [WC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:157 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
-/* [WC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:158 "self.invalidateReservations()  // 3. reserved operations give way, and come back if a slot is free" */
-/* [WC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:159 "self.reclaimForFreeSlotLocked()" */
-/* [WC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:162 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
+/* [WC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:159 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [WC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:160 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
+/* [WC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:161 "self.invalidateReservations()  // 3. reserved operations give way, and come back if a slot is free" */
+/* [WC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:162 "self.reclaimForFreeSlotLocked()" */
+/* [WC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:165 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
 /* [SD_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue+Lifecycle.swift:38 "let (cancel, after) = core.shutdownRequested(mode == .drain ? .drain : .cancel)" */
 /* [SD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Lifecycle.swift:20 "self.lockAndAdmit()  // 1. admit the inbox" */
 /* [SD_CLOSE]        PIN Sources/Spindle/Queue/QueueCore+Lifecycle.swift:21 "self.admitInboxChainLocked(self.inbox.closeTakingAll())  // 2. close it: later pushes fail" */
@@ -434,6 +441,7 @@ inline reserve() {
 proctype worker(byte me) {
     byte op = NOP, cl = NOP, cnt = 0;
     bool async = false;
+    bool plain = false;                                      /* the taken operation is a plain block operation */
     byte ran = 0;                                            /* bitmask: the reserved operations this batch ran */
 
     atomic { !mtx -> mtx = true; inv() };                    /* [W_LOCK] [W_REGISTER] [W_LOOP] */
@@ -447,10 +455,14 @@ proctype worker(byte me) {
         opst[op] = O_RUN; nready--; nexec++;
         running++;                                           /* [TK_SLOT] [SL_TAKE] */
         wakeOrSpawn(act, 1);                                 /* [W_DECIDE] */
+        if :: plain = true :: plain = false fi;              /* what it took (RULE R1) */
+#ifdef BROKEN_RESERVE_BEHIND_ANY
+        plain = true;                                        /* reserves behind anything: the code before R1 */
+#endif
 #ifndef RESERVE_AFTER_WAKING
-        if :: act == 0 -> reserve() :: else -> skip fi;      /* [W_RESERVE] [RV_WOKE] */
+        if :: act == 0 && plain -> reserve() :: else -> skip fi;   /* [W_RESERVE] [RV_WOKE] [RV_PLAIN] */
 #else
-        reserve();                                           /* even after waking or starting a worker */
+        if :: plain -> reserve() :: else -> skip fi;         /* even after waking or starting a worker */
 #endif
         act = 0; inv();
         mtx = false;                                         /* [W_UNLOCK] */
@@ -460,20 +472,16 @@ proctype worker(byte me) {
         if
         :: opst[op] = O_FIN; nexec--                         /* [W_DEFER] */
         :: goto end_busy
-#if defined(FINDING_R1) || defined(FIX_R1)
-        :: opst[op] = O_ASYNC; async = true; run finisher(op)
-        :: opst[op] = O_ASYNC; async = true
+#ifndef BROKEN_RESERVE_BEHIND_ANY
+        :: !plain -> opst[op] = O_ASYNC; async = true; run finisher(op)
+        :: !plain -> opst[op] = O_ASYNC; async = true
 #else
-        /* ASSUMPTION R1: a concurrent operation is never taken with a reservation (finding R1). */
-        :: rcount[me] == 0 -> opst[op] = O_ASYNC; async = true; run finisher(op)
-        :: rcount[me] == 0 -> opst[op] = O_ASYNC; async = true
+        :: opst[op] = O_ASYNC; async = true; run finisher(op)   /* "plain" was forced: any operation */
+        :: opst[op] = O_ASYNC; async = true
 #endif
         fi
        };
        /* [W_CLAIM] the reserved operations, one by one (claimReserved), without the lock. */
-#ifdef FIX_R1
-       if :: async -> goto settle :: else -> skip fi;        /* the proposed fix: no batch after a concurrent one */
-#endif
        do
        :: rnext[me] >= rcount[me] -> break                   /* [CL_LOAD] [CL_EMPTY]: none left */
        :: atomic { rnext[me] < rcount[me] && epoch != repoch[me] && !mtx ->   /* [CL_EPOCHQ]: they must give way */
@@ -513,7 +521,7 @@ settle:
            :: k < NOPS -> if :: (ran & (1 << k)) != 0 -> assert(opst[k] == O_FIN); opst[k] = O_DONE :: else -> skip fi; k++
            :: else -> break
            od;
-           k = 0; ran = 0; op = NOP; async = false;
+           k = 0; ran = 0; op = NOP; async = false; plain = false;
            inv()
        }
     :: atomic { !CANDISPATCH && IDLE_RECLAIMS -> reclaimAll(); inv() }   /* [W_RECLAIM] [RC_HOLDERSQ] [RC_EACH] */

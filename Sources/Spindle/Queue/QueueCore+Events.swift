@@ -234,6 +234,7 @@ extension QueueCore {
         self.idle.retryStarted()  // 1. threads may start again
         self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push
         self.drainInboxLocked()  // 3. admit the inbox
+        self.reclaimForFreeSlotLocked()  // and reserved operations count for the slots a thread may now serve
         after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start
         self.publishIdleLocked()  // 5. the places just reserved
         self.lock.unlock()

@@ -25,8 +25,8 @@ import Synchronization
 ///   the batch would run beside it, beyond the width);
 /// - a worker that runs out of work takes every other worker's unclaimed reservations back into the buckets before
 ///   it spins or parks (`reclaimReservationsLocked`), and so does every event that frees a slot or makes room
-///   without a worker looking: a member finishing on another thread, a resume, a width change
-///   (`reclaimForFreeSlotLocked`). So reserved work never waits behind a worker's long operation while a slot is
+///   without a worker looking: a member finishing on another thread, a resume, a width change, the retry of a
+///   failed thread start (`reclaimForFreeSlotLocked`). So reserved work never waits behind a worker's long operation while a slot is
 ///   free. And while other workers keep taking work, a reservation whose owner has claimed nothing between two of
 ///   their takes is stalled (its owner runs a long operation, or one that waits, perhaps for a reserved one) and
 ///   goes back too (`reclaimStalledReservationsLocked`): reserved work is not overtaken for long by work added
