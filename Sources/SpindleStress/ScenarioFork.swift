@@ -7,7 +7,9 @@ import Synchronization
 // the thread that forked:
 // - adds to the parent's queue and must get `SpindleError.forkedChild` (the queue's workers stayed in the parent);
 // - makes a queue of its own and runs a block operation of three blocks (the block-helper pool made again in the
-//   child) and an operation with a deadline that cancels it (the deadline timer made again), all within 5 s;
+//   child) and an operation with a deadline that cancels it (the deadline timer made again), and has a thread it
+//   started join another (`join()`'s wait table made again: a parent thread joins in a loop, so the fork often
+//   finds that table's lock held), all within 5 s;
 // - exits with 0, or with the code of the first step that failed.
 // The parent waits for each child (10 s, then SIGKILL: a hang is a violation) and, at the end, checks that every
 // operation it added ran. Skipped under ThreadSanitizer, which does not support threads started in the child of
@@ -18,6 +20,7 @@ enum ForkScenario {
 
     /// Child exit codes, by step.
     static let refusalMissing: Int32 = 10, blocksMissing: Int32 = 11, deadlineMissing: Int32 = 12
+    static let joinMissing: Int32 = 13
 
     static var underThreadSanitizer: Bool { dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil }
 
@@ -48,6 +51,13 @@ enum ForkScenario {
                 }
             }
         }
+        // A thread that joins all the time (a join refused because it was joined already still records its wait, under
+        // the wait table's lock), so that forks come while that lock is held.
+        let joiner = spawnRetrying(name: "fork-joiner") {
+            guard let done = spawnRetrying(name: "fork-joined", {}) else { return }
+            try? done.join()
+            while !stop.load(ordering: .relaxed) { try? done.join() }
+        }
         // Warm up: the child's own work once here, and the adders past their first operations, so that no one-time
         // initialisation (Swift's lazy globals and type metadata, each behind a lock of the Swift runtime) is in
         // progress on another thread at a fork: its lock would stay held in the child, and the child hang on it.
@@ -67,6 +77,7 @@ enum ForkScenario {
         }
         stop.store(true, ordering: .relaxed)
         for adder in adders { try? adder.join() }
+        try? joiner?.join()
         ctx.drain([queue])
         ctx.check(ran.load(ordering: .relaxed) == added.load(ordering: .relaxed), "parent-lost-op",
                   "added \(added.load(ordering: .relaxed)), ran \(ran.load(ordering: .relaxed))")
@@ -99,7 +110,7 @@ enum ForkScenario {
             ctx.violation("child-exit", "child \(pid) died of signal \(signal)")
         } else if code == self.refusalMissing {
             ctx.violation("child-not-refused", "the parent's queue took work in the child")
-        } else if code == self.blocksMissing || code == self.deadlineMissing {
+        } else if code == self.blocksMissing || code == self.deadlineMissing || code == self.joinMissing {
             ctx.violation("child-queue-failed", "a queue made in the child did not run its work (exit \(code))")
         } else if code != 0 {
             ctx.violation("child-exit", "child \(pid) exited with \(code)")
@@ -142,6 +153,13 @@ enum ForkScenario {
         if !blocks.wait(until: .after(.seconds(5))) || !timed.isCancelled || blockRan.load(ordering: .relaxed) {
             return self.deadlineMissing
         }
+        // A thread Spindle started joins another it started (a `join()` from a made thread records its wait).
+        let joined = try? SpindleSemaphore(value: 0)
+        let outer = spawnRetrying(name: "fork-child-join") {
+            if let inner = spawnRetrying(name: "fork-child-in", {}), (try? inner.join()) != nil { joined?.signal() }
+        }
+        guard let joined, outer != nil, joined.wait(until: .after(.seconds(5))) else { return self.joinMissing }
+        try? outer?.join()
         return nil
     }
 }

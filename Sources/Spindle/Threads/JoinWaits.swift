@@ -5,13 +5,15 @@
 /// Only threads Spindle made (origin `.made`) are recorded as joiners: nothing can join the main thread or a
 /// thread Spindle did not create (`threadNotJoinable`), so no other thread can be part of a cycle.
 ///
-/// State: `waits` (joiner → joined, keyed by the joiner's `ObjectIdentifier`; the values keep the joined
-/// threads alive) is under its lock, a leaf lock: nothing else is taken while holding it, and no user code runs
-/// under it. An entry exists from a successful `enter` (the cycle check, the claim of the join and the insertion
+/// State: the table (joiner → joined, keyed by the joiner's `ObjectIdentifier`; the values keep the joined threads
+/// alive) is under its lock, a leaf lock: nothing else is taken while holding it, and no user code runs under it.
+/// One table per process (`PerProcess`): a parent thread inside `enter` or `leave` at a `fork()` leaves that lock
+/// held for ever in the child, whose threads get a fresh, empty table instead (the forking thread itself is never
+/// inside `join()`). An entry exists from a successful `enter` (the cycle check, the claim of the join and the insertion
 /// in one critical section) until the joiner's `pthread_join` has returned (`leave`). Each joiner has at most one
 /// entry: a thread waits in one `join()` at a time.
 enum JoinWaits {
-    private static let waits = SpindleLockedValue<[ObjectIdentifier: SpindleThread]>([:])
+    private static let perProcess = PerProcess { SpindleLockedValue<[ObjectIdentifier: SpindleThread]>([:]) }
 
     /// Checks that `caller` joining `target` closes no cycle, then runs `claim` (the join's compare-and-swap,
     /// which may throw) and records the wait, all under the lock, so two threads joining each other at the same
@@ -20,7 +22,7 @@ enum JoinWaits {
     static func enter(
         _ caller: SpindleThread, joining target: SpindleThread, claim: () throws(SpindleError) -> Void
     ) throws(SpindleError) {
-        let cycle: [SpindleThread]? = try self.waits.withLockedValue { (waits) throws(SpindleError) -> [SpindleThread]? in
+        let cycle: [SpindleThread]? = try self.perProcess.current.withLockedValue { (waits) throws(SpindleError) -> [SpindleThread]? in
             var chain = [caller, target]
             var next = waits[ObjectIdentifier(target)]
             while let thread = next {
@@ -39,7 +41,7 @@ enum JoinWaits {
 
     /// Removes `caller`'s wait once its join has returned. Any thread (the one that called `enter`).
     static func leave(_ caller: SpindleThread) {
-        let joined = self.waits.withLockedValue { $0.removeValue(forKey: ObjectIdentifier(caller)) }
+        let joined = self.perProcess.current.withLockedValue { $0.removeValue(forKey: ObjectIdentifier(caller)) }
         _ = joined  // released here, after unlocking: the last reference to a thread may go with it
     }
 }
