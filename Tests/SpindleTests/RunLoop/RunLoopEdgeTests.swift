@@ -20,6 +20,15 @@ struct RunLoopEdgeTests {
         return (fds[0], fds[1])
     }
 
+    /// A source that reads one byte from `descriptor` per event and records the event.
+    private func readingSource(_ descriptor: Int32, recordingInto events: CallRecorder) throws -> SpindleDescriptorSource {
+        try SpindleDescriptorSource(descriptor: descriptor, interest: .readable) { _ in
+            var byte: UInt8 = 0
+            _ = read(descriptor, &byte, 1)
+            events.record()
+        }
+    }
+
     /// "A past deadline still runs ready work once": a descriptor that is ready is ready work. Before, the pass
     /// returned `timedOut` before polling the descriptors.
     @Test func aPastDeadlineDeliversAReadyDescriptor() throws {
@@ -28,11 +37,7 @@ struct RunLoopEdgeTests {
             let (readEnd, writeEnd) = self.pipeWithData(1)
             defer { close(readEnd); close(writeEnd) }
             let events = CallRecorder()
-            let source = try SpindleDescriptorSource(descriptor: readEnd, interest: .readable) { _ in
-                var byte: UInt8 = 0
-                _ = read(readEnd, &byte, 1)
-                events.record()
-            }
+            let source = try self.readingSource(readEnd, recordingInto: events)
             try SpindleRunLoop.current.add(source)
             let handled = try SpindleRunLoop.current.runOnce(before: .now)
             result.withLock { $0 = (handled, events.count) }
@@ -47,11 +52,7 @@ struct RunLoopEdgeTests {
         defer { close(readEnd); close(writeEnd) }
         let loopThread = try SpindleRunLoopThread(name: "edge-shutdown-fd")
         let events = CallRecorder()
-        let source = try SpindleDescriptorSource(descriptor: readEnd, interest: .readable) { _ in
-            var byte: UInt8 = 0
-            _ = read(readEnd, &byte, 1)
-            events.record()
-        }
+        let source = try self.readingSource(readEnd, recordingInto: events)
         try loopThread.runLoop.add(source)
         let inTimer = try SpindleSemaphore(value: 0)
         let resume = try SpindleSemaphore(value: 0)
