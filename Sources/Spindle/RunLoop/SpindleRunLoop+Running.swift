@@ -85,20 +85,23 @@ extension SpindleRunLoop {
         return true
     }
 
-    /// Serves what is ready in `mode` now, pass after pass, without sleeping, until a pass handles nothing; a
-    /// `stop()` met on the way is consumed and does not end it. Only the performs queued before this call are run
-    /// (a perform that queues itself again would otherwise keep it serving for ever; later ones are released
-    /// unrun when the loop exits). Owning thread only (`SpindleRunLoopThread`, after its last run).
+    /// Serves what is ready in `mode` now, pass after pass, without sleeping, until a pass handles nothing, then
+    /// the events of the descriptors that are ready then, once; a `stop()` met on the way is consumed and does not
+    /// end it. Only the performs queued before this call are run, and descriptors are polled at the end only once
+    /// (besides the passes that handled something): a perform that queues itself again, or a descriptor that stays
+    /// ready, cannot keep it serving for ever (later performs are released unrun when the loop exits). Owning
+    /// thread only (`SpindleRunLoopThread`, after its last run).
     func serveReadyWork(mode: Mode) {
         self.enter(mode)
         defer { self.leave() }
         let performsBefore = self.state.withLock { $0.nextSequence }
-        while true {
-            switch self.runPasses(mode: mode, until: .now, performsBefore: performsBefore) {
+        serving: while true {
+            switch self.runPasses(mode: mode, until: .now, performsBefore: performsBefore, pollsWhenDue: false) {
             case .handled, .stopped: continue
-            case .timedOut, .empty: return
+            case .timedOut, .empty: break serving
             }
         }
+        _ = self.runPasses(mode: mode, until: .now, performsBefore: performsBefore)
     }
 
     private func enter(_ mode: Mode) { self.state.withLock { $0.modeStack.append(mode) } }
@@ -108,9 +111,10 @@ extension SpindleRunLoop {
     // MARK: - Passes
 
     /// Runs passes of `mode` until something is handled, the deadline passes, the mode is empty, or a stop. Only
-    /// performs whose sequence is below `performsBefore` run (all of them by default).
+    /// performs whose sequence is below `performsBefore` run (all of them by default). With `pollsWhenDue`, a pass
+    /// that finds the deadline passed and nothing else to do still polls the descriptors once.
     func runPasses(mode: Mode, until deadline: SpindleDeadline,
-                   performsBefore: UInt64 = .max) -> RunLoopPassResult {
+                   performsBefore: UInt64 = .max, pollsWhenDue: Bool = true) -> RunLoopPassResult {
         while true {
             // Drain before looking for work: anything published after this point also signals the eventfd, so
             // the poll below returns at once instead of missing it.
@@ -167,7 +171,7 @@ extension SpindleRunLoop {
             if deadline.hasPassed {
                 // A past deadline still serves what is ready once: a descriptor that is ready now is ready work
                 // (`runOnce(before: .now)` pumps the loop; `serveReadyWork` serves it at shutdown).
-                if !plan.sources.isEmpty && self.deliverReadyDescriptors(mode: mode) { return .handled }
+                if pollsWhenDue && !plan.sources.isEmpty && self.deliverReadyDescriptors(mode: mode) { return .handled }
                 return .timedOut
             }
             if !plan.timers.isEmpty { continue }  // callouts may have changed the sources: plan again

@@ -70,6 +70,19 @@ struct RunLoopEdgeTests {
         #expect(events.count == 1)
     }
 
+    /// A descriptor that stays ready (its handler never reads it) cannot hold a `SpindleRunLoopThread`'s shutdown:
+    /// the last pass polls the descriptors once, not for as long as they are ready.
+    @Test func aDescriptorThatStaysReadyDoesNotHoldTheShutdown() throws {
+        let (readEnd, writeEnd) = self.pipeWithData(1)  // never read: readable for good
+        defer { close(readEnd); close(writeEnd) }
+        let loopThread = try SpindleRunLoopThread(name: "edge-ready-fd")
+        let delivered = try SpindleSemaphore(value: 0)
+        let source = try SpindleDescriptorSource(descriptor: readEnd, interest: .readable) { _ in delivered.signal() }
+        try loopThread.runLoop.add(source)
+        #expect(delivered.wait(until: T.after(T.patience)))
+        #expect(try loopThread.shutdown(until: T.after(T.patience)), "the shutdown did not finish")
+    }
+
     /// A port whose handler invalidated it, then runs the loop in an empty mode: the nested run returns at once
     /// (the port, retiring but in service up the stack, is no work for it). Before, it slept to its deadline.
     @Test func aNestedRunUnderASelfInvalidatedPortReturnsAtOnce() throws {
