@@ -137,6 +137,13 @@ struct RunLoopState {
         return fired
     }
 
+    /// After a repeating timer's handler returned at `now`: moves a next firing that passed meanwhile on to the grid
+    /// point after `now` (`SpindleTimer.loopSkipPassed`).
+    mutating func skipPassedFiring(of timer: SpindleTimer, on loop: SpindleRunLoop, now: UInt64) {
+        guard case .rescheduled(let next, let modes) = timer.loopSkipPassed(on: loop, now: now) else { return }
+        for key in modes { self.pushFiring(next, into: key) }
+    }
+
     /// Pushes a repeating timer's next firing into the heap of `mode`, compacting the heap when stale entries pile
     /// up: a mode that is not being run keeps one entry per firing otherwise (stale ones are dropped only when the
     /// mode is run or asked for its next firing). Amortised O(1).

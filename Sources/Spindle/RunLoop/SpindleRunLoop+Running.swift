@@ -141,9 +141,10 @@ extension SpindleRunLoop {
             // Callouts, with no lock held. A timer is in service while it fires, so a nested run does not fire it
             // again inside its own callout (the firings it misses meanwhile are skipped, as CFRunLoop does).
             for timer in plan.timers {
-                _ = self.serve(ObjectIdentifier(timer)) {
-                    timer.loopFire()
-                    return true
+                let ran = self.serve(ObjectIdentifier(timer)) { timer.loopFire() }
+                if ran && timer.repeats {
+                    let now = cshim_clock_monotonic_ns()
+                    self.state.withLock { $0.skipPassedFiring(of: timer, on: self, now: now) }
                 }
             }
             var handled = false

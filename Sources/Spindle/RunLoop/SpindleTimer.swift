@@ -6,7 +6,9 @@ import CShim
 /// is one interval after the *first* `add` (never at once, unlike corelibs Foundation); adding it to more modes
 /// of the same loop does not move it. A repeating timer fires at `first + k × interval` for k = 1, 2, …: there is
 /// no cumulative drift, and firings missed while the loop was busy or not running are skipped (it fires once,
-/// then resumes on the grid). A one-shot timer is invalidated just before its handler runs.
+/// then resumes on the grid). Those that pass while its own handler runs are skipped too (the next firing is the
+/// first grid point after the handler returns, as in CFRunLoop), so a handler slower than the interval does not
+/// run back to back. A one-shot timer is invalidated just before its handler runs.
 ///
 /// Intervals: a finite number of seconds >= 0; 0 means 0.1 ms (as NSTimer). NaN, infinity and negatives throw.
 ///
@@ -183,25 +185,44 @@ public final class SpindleTimer: @unchecked Sendable {
                 state.modes = []
                 return .finished(modes: modes)
             }
-            // Next point of the grid start + k·interval strictly after now: missed firings are skipped.
-            let late = now >= state.fireNanoseconds ? now - state.fireNanoseconds : 0
-            let steps = late / self.intervalNanoseconds + 1
-            let (product, overflow1) = steps.multipliedReportingOverflow(by: self.intervalNanoseconds)
-            let (next, overflow2) = state.fireNanoseconds.addingReportingOverflow(product)
-            state.fireNanoseconds = overflow1 || overflow2 ? .max : next
-            let next2 = RunLoopTimerEntry(fireNanoseconds: state.fireNanoseconds, sequence: state.sequence,
-                                          generation: state.generation, timer: self)
-            return .rescheduled(next2, modes: state.modes)
+            return self.advanceLocked(&state, past: now)
         }
     }
 
-    /// Runs the handler, unless `invalidate()` was called since the firing was decided. Loop thread, no lock held.
-    func loopFire() {
+    /// After this repeating timer's handler returned at `now` (the loop's lock held): if its next firing passed
+    /// while the handler ran, moves it to the next grid point after `now`, as CFRunLoop reschedules after the
+    /// callout, so a handler slower than the interval fires on every other grid point instead of back to back.
+    /// nil when nothing changes (not due yet, invalidated, or no longer on `loop`).
+    func loopSkipPassed(on loop: SpindleRunLoop, now: UInt64) -> FireOutcome? {
+        self.state.withLock { state in
+            guard state.phase == .scheduled, state.loop === loop, state.fireNanoseconds <= now else { return nil }
+            state.generation &+= 1
+            return self.advanceLocked(&state, past: now)
+        }
+    }
+
+    /// Moves `state` (scheduled, its generation already bumped) to the next point of the grid
+    /// start + k·interval strictly after `now`: missed firings are skipped.
+    private func advanceLocked(_ state: inout State, past now: UInt64) -> FireOutcome {
+        let late = now >= state.fireNanoseconds ? now - state.fireNanoseconds : 0
+        let steps = late / self.intervalNanoseconds + 1
+        let (product, overflow1) = steps.multipliedReportingOverflow(by: self.intervalNanoseconds)
+        let (next, overflow2) = state.fireNanoseconds.addingReportingOverflow(product)
+        state.fireNanoseconds = overflow1 || overflow2 ? .max : next
+        let entry = RunLoopTimerEntry(fireNanoseconds: state.fireNanoseconds, sequence: state.sequence,
+                                      generation: state.generation, timer: self)
+        return .rescheduled(entry, modes: state.modes)
+    }
+
+    /// Runs the handler, unless `invalidate()` was called since the firing was decided; returns whether it ran.
+    /// Loop thread, no lock held.
+    func loopFire() -> Bool {
         let pending = self.state.withLock { state -> Bool in
             defer { state.firePending = false }
             return state.firePending
         }
         if pending { self.handler(self) }
+        return pending
     }
 
     // MARK: - Helpers
