@@ -102,11 +102,11 @@
 /* [P_LOCK]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:124 "let start = self.state.withLock { state -> RunLoopPassStart in" */
 /* [P_HASWORK]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:131 "guard heldOpen || state.hasWork(for: mode, inService: inService) else { return .empty }" */
 /* [P_PLAN]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:132 "return .plan(state.makePlan(for: mode, now: now, inService: inService, performsBefore: performsBefore))" */
-/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:191 "self.performs = kept" */
-/* [P_RUN]       PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:151 "perform.block()" */
-/* [P_HANDLED]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:164 "if handled {" */
+/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:198 "self.performs = kept" */
+/* [P_RUN]       PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:152 "perform.block()" */
+/* [P_HANDLED]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:165 "if handled {" */
 /* [R_AGAIN]     PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:44 "case .handled where !deadline.hasPassed: continue" */
-/* [R_WAIT]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:187 "ThreadContext.current.blocking { self.wakeup.wait(watching: &watched, until: wakeAt) }" */
+/* [R_WAIT]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:188 "ThreadContext.current.blocking { self.wakeup.wait(watching: &watched, until: wakeAt) }" */
 /* [W_ARM]       PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:124 "self.firstSignalAt.store(RunLoopWakeup.idleUnstamped, ordering: .relaxed)" */
 /* [W_DEFER]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:125 "defer { self.reportWait(idleSince: idleSince) }" */
 /* [W_BUDGET]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:126 "let budget = self.spinPolicy.budgetNanos" */
