@@ -95,18 +95,18 @@
 /* [S_NOFD]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:93 "guard fd >= 0 else { return }  // not open: the owner's drain sees the count (see above)" */
 /* [S_WRITE]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:95 "_ = try retryingOnEINTR("eventfd_write") { cshim_eventfd_signal(fd) }" */
 /* [S_EAGAIN]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:98 "guard case .system(_, let err) = error, err == EAGAIN else {" */
-/* [R_LOOP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:118 "while true {" */
-/* [R_DRAIN]     PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:121 "self.wakeup.drain()" */
+/* [R_LOOP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:120 "while true {" */
+/* [R_DRAIN]     PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:123 "self.wakeup.drain()" */
 /* [D_SEEN]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:106 "self.seenAtDrain = self.signals.load(ordering: .sequentiallyConsistent)" */
 /* [D_READ]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:109 "_ = try retryingOnEINTR("eventfd_read") { cshim_eventfd_drain(self.descriptor, &value) }" */
-/* [P_LOCK]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:124 "let start = self.state.withLock { state -> RunLoopPassStart in" */
-/* [P_HASWORK]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:131 "guard heldOpen || state.hasWork(for: mode, inService: inService) else { return .empty }" */
-/* [P_PLAN]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:132 "return .plan(state.makePlan(for: mode, now: now, inService: inService, performsBefore: performsBefore))" */
-/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:198 "self.performs = kept" */
-/* [P_RUN]       PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:152 "perform.block()" */
-/* [P_HANDLED]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:165 "if handled {" */
+/* [P_LOCK]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:126 "let start = self.state.withLock { state -> RunLoopPassStart in" */
+/* [P_HASWORK]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:133 "guard heldOpen || state.hasWork(for: mode, inService: inService) else { return .empty }" */
+/* [P_PLAN]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:134 "return .plan(state.makePlan(for: mode, now: now, inService: inService, performsBefore: performsBefore))" */
+/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:220 "self.performs = kept" */
+/* [P_RUN]       PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:154 "perform.block()" */
+/* [P_HANDLED]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:167 "if handled {" */
 /* [R_AGAIN]     PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:44 "case .handled where !deadline.hasPassed: continue" */
-/* [R_WAIT]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:188 "ThreadContext.current.blocking { self.wakeup.wait(watching: &watched, until: wakeAt) }" */
+/* [R_WAIT]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:190 "ThreadContext.current.blocking { self.wakeup.wait(watching: &watched, until: wakeAt) }" */
 /* [W_ARM]       PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:124 "self.firstSignalAt.store(RunLoopWakeup.idleUnstamped, ordering: .relaxed)" */
 /* [W_DEFER]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:125 "defer { self.reportWait(idleSince: idleSince) }" */
 /* [W_BUDGET]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:126 "let budget = self.spinPolicy.budgetNanos" */

@@ -27,6 +27,19 @@ struct RunLoopModeTable {
     }
 }
 
+/// What a `SpindleRunLoopThread`'s shutdown serves (`SpindleRunLoop.serveReadyWork`): the performs and the port
+/// messages queued before it began, so a perform that queues itself again, or a sender that never stops, cannot
+/// hold the shutdown for ever. Made under the loop's lock; immutable.
+struct RunLoopDrainLimit {
+    /// Performs whose sequence is below this run.
+    let performsBefore: UInt64
+    /// Each port scheduled on the loop when the shutdown began, and how many messages it had accepted then. A
+    /// port not listed (scheduled since) delivers nothing; what it was not given waits on the port.
+    let portsAccepted: [ObjectIdentifier: UInt64]
+
+    func acceptedBefore(_ port: any RunLoopPortEntry) -> UInt64 { self.portsAccepted[ObjectIdentifier(port)] ?? 0 }
+}
+
 /// What the loop thread does in one pass, decided under the loop's lock and carried out after unlocking.
 struct RunLoopPassPlan: Sendable {
     /// Timers that came due, in firing order, already rescheduled (repeating) or invalidated (one-shot).
@@ -177,6 +190,15 @@ struct RunLoopState {
             }
         }
         return sources
+    }
+
+    /// The limit of a shutdown beginning now (see `RunLoopDrainLimit`).
+    func drainLimit() -> RunLoopDrainLimit {
+        var accepted: [ObjectIdentifier: UInt64] = [:]
+        for table in self.tables.values {
+            for (id, port) in table.ports where accepted[id] == nil { accepted[id] = port.loopAcceptedCount() }
+        }
+        return RunLoopDrainLimit(performsBefore: self.nextSequence, portsAccepted: accepted)
     }
 
     /// Decides one pass of running `mode` at `now` (see `RunLoopPassPlan`). `inService` lists the ports and

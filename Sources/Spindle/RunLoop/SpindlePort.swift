@@ -10,6 +10,11 @@ protocol RunLoopPortEntry: AnyObject, Sendable {
     func loopDetachAll() -> Set<SpindleRunLoop.Mode>
     /// Loop thread. Delivers every message accepted so far; returns whether there was one.
     func loopDeliverPending() -> Bool
+    /// Loop lock. How many messages the port has accepted since it was made (a shutdown's limit, see below).
+    func loopAcceptedCount() -> UInt64
+    /// Loop thread. Delivers the pending messages among the first `limit` the port accepted; returns whether there
+    /// was one (`SpindleRunLoop.serveReadyWork`: what was sent before a loop thread's shutdown).
+    func loopDeliverPending(acceptedBefore limit: UInt64) -> Bool
     /// Loop thread. Delivers the messages accepted before invalidation, then calls the invalidation handler.
     func loopFinishInvalidation()
     /// No lock. The loop's thread exited (`SpindleRunLoop.ownerDidExit`): lets go of `loop` if it is still the
@@ -64,6 +69,8 @@ public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked 
         var modes: Set<SpindleRunLoop.Mode> = []
         /// Accepted messages not yet taken by the loop, oldest first.
         var pending: [Message] = []
+        /// Messages accepted since the port was made (the last `pending.count` of them are still pending).
+        var accepted: UInt64 = 0
     }
 
     /// The port's name, for errors and descriptions.
@@ -92,6 +99,7 @@ public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked 
         let loop: SpindleRunLoop? = try self.state.withLock { state throws(SpindleError) in
             guard state.phase == .valid else { throw .portInvalidated(name: self.name) }
             state.pending.append(message)
+            state.accepted &+= 1
             return state.loop
         }
         loop?.wakeUp()
@@ -167,6 +175,21 @@ public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked 
 
     func loopDeliverPending() -> Bool {
         let batch = self.takePending()
+        for message in batch { self.handler(message) }
+        return !batch.isEmpty
+    }
+
+    func loopAcceptedCount() -> UInt64 { self.state.withLock { $0.accepted } }
+
+    func loopDeliverPending(acceptedBefore limit: UInt64) -> Bool {
+        let batch: [Message] = self.state.withLock { state in
+            let taken = state.accepted - UInt64(state.pending.count)  // accepted and already taken
+            guard limit > taken else { return [] }
+            let count = Int(min(limit - taken, UInt64(state.pending.count)))
+            let batch = Array(state.pending.prefix(count))
+            state.pending.removeFirst(count)
+            return batch
+        }
         for message in batch { self.handler(message) }
         return !batch.isEmpty
     }

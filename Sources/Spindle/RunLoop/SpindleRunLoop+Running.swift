@@ -87,21 +87,22 @@ extension SpindleRunLoop {
 
     /// Serves what is ready in `mode` now, pass after pass, without sleeping, until a pass handles nothing, then
     /// the events of the descriptors that are ready then, once; a `stop()` met on the way is consumed and does not
-    /// end it. Only the performs queued before this call are run, and descriptors are polled at the end only once
-    /// (besides the passes that handled something): a perform that queues itself again, or a descriptor that stays
-    /// ready, cannot keep it serving for ever (later performs are released unrun when the loop exits). Owning
+    /// end it. Only the performs queued and the port messages accepted before this call are served, and
+    /// descriptors are polled at the end only once (besides the passes that handled something): a perform that
+    /// queues itself again, a sender that never stops, or a descriptor that stays ready, cannot keep it serving for
+    /// ever (later performs are released unrun when the loop exits; later messages wait on their port). Owning
     /// thread only (`SpindleRunLoopThread`, after its last run).
     func serveReadyWork(mode: Mode) {
         self.enter(mode)
         defer { self.leave() }
-        let performsBefore = self.state.withLock { $0.nextSequence }
+        let limit = self.state.withLock { $0.drainLimit() }
         serving: while true {
-            switch self.runPasses(mode: mode, until: .now, performsBefore: performsBefore, pollsWhenDue: false) {
+            switch self.runPasses(mode: mode, until: .now, limit: limit, pollsWhenDue: false) {
             case .handled, .stopped: continue
             case .timedOut, .empty: break serving
             }
         }
-        _ = self.runPasses(mode: mode, until: .now, performsBefore: performsBefore)
+        _ = self.runPasses(mode: mode, until: .now, limit: limit)
     }
 
     private func enter(_ mode: Mode) { self.state.withLock { $0.modeStack.append(mode) } }
@@ -110,11 +111,12 @@ extension SpindleRunLoop {
 
     // MARK: - Passes
 
-    /// Runs passes of `mode` until something is handled, the deadline passes, the mode is empty, or a stop. Only
-    /// performs whose sequence is below `performsBefore` run (all of them by default). With `pollsWhenDue`, a pass
-    /// that finds the deadline passed and nothing else to do still polls the descriptors once.
+    /// Runs passes of `mode` until something is handled, the deadline passes, the mode is empty, or a stop. With a
+    /// `limit` (a shutdown's), only the performs and port messages it allows are served. With `pollsWhenDue`, a
+    /// pass that finds the deadline passed and nothing else to do still polls the descriptors once.
     func runPasses(mode: Mode, until deadline: SpindleDeadline,
-                   performsBefore: UInt64 = .max, pollsWhenDue: Bool = true) -> RunLoopPassResult {
+                   limit: RunLoopDrainLimit? = nil, pollsWhenDue: Bool = true) -> RunLoopPassResult {
+        let performsBefore = limit?.performsBefore ?? .max
         while true {
             // Drain before looking for work: anything published after this point also signals the eventfd, so
             // the poll below returns at once instead of missing it.
@@ -152,7 +154,7 @@ extension SpindleRunLoop {
                 perform.block()
                 handled = true
             }
-            for port in plan.ports where self.serve(ObjectIdentifier(port), { port.loopDeliverPending() }) {
+            for port in plan.ports where self.serve(ObjectIdentifier(port), { Self.deliver(port, within: limit) }) {
                 handled = true
             }
             for port in plan.retiring {
@@ -194,6 +196,12 @@ extension SpindleRunLoop {
     }
 
     /// Runs `body` with `id` marked in service (so nested runs skip that port or source). Owner thread only.
+    /// Delivers `port`'s pending messages, or with a shutdown's `limit` only those it allows.
+    private static func deliver(_ port: any RunLoopPortEntry, within limit: RunLoopDrainLimit?) -> Bool {
+        guard let limit else { return port.loopDeliverPending() }
+        return port.loopDeliverPending(acceptedBefore: limit.acceptedBefore(port))
+    }
+
     private func serve(_ id: ObjectIdentifier, _ body: () -> Bool) -> Bool {
         self.inService.insert(id)
         defer { self.inService.remove(id) }

@@ -6,7 +6,7 @@ import Testing
 
 /// Run-loop edge cases a review found: a past deadline and descriptors, a nested run under a port that invalidated
 /// itself, a timer in a mode nobody runs, a timer's own nested run, and a shutdown under a perform that re-posts
-/// itself. Each failed before its fix.
+/// itself or a sender that never stops. Each failed before its fix.
 @Suite("SpindleRunLoop edges", .timeLimit(.minutes(2)))
 struct RunLoopEdgeTests {
     typealias T = RunLoopTestSupport
@@ -180,5 +180,42 @@ struct RunLoopEdgeTests {
         #expect(started.wait(until: T.after(T.patience)))
         #expect(try loopThread.shutdown(until: T.after(T.patience)), "the shutdown did not finish")
         #expect(reposter.runs.withLock { $0 } > 0)
+    }
+
+    /// A sender that never stops cannot hold a `SpindleRunLoopThread`'s shutdown: the messages accepted before it
+    /// began are delivered, later ones wait on the port. Before, the shutdown served the stream for as long as it
+    /// lasted.
+    @Test func aSenderThatNeverStopsDoesNotHoldTheShutdown() throws {
+        let loopThread = try SpindleRunLoopThread(name: "edge-stream")
+        let delivered = RLBox<[Int]>([])
+        let port = SpindlePort<Int>(name: "stream") { value in
+            delivered.withLock { $0.append(value) }
+            T.burn(seconds: 0.000_005)  // slower than the sender, which keeps messages waiting
+        }
+        try loopThread.runLoop.add(port)
+        for value in 0..<100 { try port.send(value) }
+        let stop = RLBox<Bool>(false)
+        let streaming = try SpindleSemaphore(value: 0)
+        let sender = try SpindleThread.spawnJoinable(name: "edge-sender") {
+            var value = 100
+            while !stop.withLock({ $0 }) {
+                // Keeps messages waiting, but never more than 1,000: the loop always has more to deliver.
+                guard port.pendingCount < 1_000 else {
+                    sched_yield()
+                    continue
+                }
+                try? port.send(value)
+                if value == 100 { streaming.signal() }
+                value += 1
+            }
+        }
+        #expect(streaming.wait(until: T.after(T.patience)))
+        let finished = try loopThread.shutdown(until: T.after(T.patience))
+        stop.withLock { $0 = true }
+        try sender.join()
+        #expect(finished, "the shutdown did not finish while the sender kept sending")
+        let values = delivered.withLock { $0 }
+        #expect(Array(values.prefix(100)) == Array(0..<100), "a message accepted before the shutdown was not delivered")
+        #expect(values == Array(0..<values.count), "messages delivered out of order or twice")
     }
 }
