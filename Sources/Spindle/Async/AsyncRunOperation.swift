@@ -12,12 +12,14 @@
 /// - `waiting` → `running` (`main` starts the body);
 /// - `waiting` → `abandoned` (the task was cancelled before the body started: resumed with `CancellationError` at
 ///   once and the operation cancelled; `main`, if a worker still calls it, returns without running the body);
-/// - `running` → `done` and `waiting` → `done` (the operation finished and settled, in `start` after
-///   `super.start()`: resumed with the outcome, or `CancellationError` if the operation was cancelled);
+/// - `running` → `done` and `waiting` → `done` (the operation settled, in `didSettle`: after its queue's
+///   bookkeeping, so `run` returns once the operation no longer counts in the queue; resumed with the outcome, or
+///   `CancellationError` if the operation was cancelled; or, should `start` ever throw, there with that error);
 /// - `waiting` → `done` (`notAdded`: the queue refused the operation, a full queue whose policy refuses or a
 ///   forked child's queue from the parent: resumed with that error; the operation never runs).
 /// The continuation is resumed exactly once: by `install` (pre-cancelled), `awaitingTaskCancelled` (abandoned),
-/// `notAdded` or `start` (done), each after taking it out under `runLock`.
+/// `notAdded`, `didSettle` or a throwing `start` (done), each after taking it out under `runLock`. `install` sets
+/// `hasWaiters` before the operation is added, so its settling calls `didSettle`.
 final class AsyncRunOperation<Result: Sendable>: SpindleOperation, @unchecked Sendable {
     enum Phase { case created, waiting, running, abandoned, done }
 
@@ -45,6 +47,7 @@ final class AsyncRunOperation<Result: Sendable>: SpindleOperation, @unchecked Se
         self.continuation = continuation
         self.phase = .waiting
         self.runLock.unlock()
+        self.hasWaiters.store(true, ordering: .sequentiallyConsistent)  // so its settling calls `didSettle`
         return true
     }
 
@@ -98,11 +101,23 @@ final class AsyncRunOperation<Result: Sendable>: SpindleOperation, @unchecked Se
         self.runLock.unlock()
     }
 
-    /// Runs as any operation does, then (finished, completion and queue bookkeeping done) resumes the task.
+    /// Runs as any operation does; the task is resumed when it settles (`didSettle`). A queue never makes this
+    /// throw (the operation is private to `run`); if it did, the task is resumed here with that error.
     override func start() throws {
-        // A queue never makes this throw (the operation is private to `run`); if it did, the task is still resumed.
-        var startError: (any Error)? = nil
-        do { try super.start() } catch { startError = error }
+        do {
+            try super.start()
+        } catch {
+            self.finishRun(throwing: error)
+            throw error
+        }
+    }
+
+    /// Finished, completion block and queue bookkeeping done: resumes the task with the outcome.
+    override func didSettle() { self.finishRun(throwing: nil) }
+
+    /// `waiting`/`running` → `done`: resumes the task with `error`, or else the outcome (`CancellationError` if the
+    /// operation was cancelled or the body never ran). Does nothing in any other phase.
+    private func finishRun(throwing error: (any Error)?) {
         self.runLock.lock()
         guard self.phase == .waiting || self.phase == .running else {
             self.runLock.unlock()
@@ -114,11 +129,9 @@ final class AsyncRunOperation<Result: Sendable>: SpindleOperation, @unchecked Se
         let outcome = self.outcome
         self.outcome = nil
         self.runLock.unlock()
-        if let startError {
-            continuation?.resume(throwing: startError)
-            throw startError
-        }
-        if self.isCancelled || outcome == nil {
+        if let error {
+            continuation?.resume(throwing: error)
+        } else if self.isCancelled || outcome == nil {
             continuation?.resume(throwing: CancellationError())
         } else if let outcome {
             continuation?.resume(with: outcome)

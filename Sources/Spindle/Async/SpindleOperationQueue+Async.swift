@@ -11,13 +11,11 @@ extension SpindleOperationQueue {
     /// the queue. Callable from any task.
     ///
     /// - Throws: `CancellationError` if the task is cancelled before the queue drained (at once if it was already
-    ///   cancelled); `SpindleError.waitOnOwnQueue` from the async body of one of this queue's operations;
-    ///   `SpindleError.forkedChild` for a queue of a parent process.
+    ///   cancelled); `SpindleError.waitOnOwnQueue` from the async body of one of this queue's operations (or of
+    ///   one inside a group of this queue); `SpindleError.forkedChild` for a queue of a parent process.
     public func waitUntilAllOperationsAreFinished() async throws {
         try Task.checkCancellation()
-        if let op = SpindleAsyncOperation.running, op.owningQueue === self {
-            throw SpindleError.waitOnOwnQueue(name: self.name)
-        }
+        if self.isOwnQueueOfCallingTask { throw SpindleError.waitOnOwnQueue(name: self.name) }
         try self.refuseIfInheritedAcrossFork()
         let core = self.core
         let semaphore = try! SpindleSemaphore(value: 0)  // 0 is a valid value
@@ -44,12 +42,16 @@ extension SpindleOperationQueue {
     /// A bounded queue that is full follows its policy, as `addOperation` does: `.block` blocks the awaiting
     /// task's thread until there is room, and `.callerRuns` runs `body` on that thread, not on the queue's.
     ///
-    /// - Throws: `SpindleError.queueShutDown` from a shut-down queue, `SpindleError.queueFull` from a full queue
+    /// - Throws: `SpindleError.waitOnOwnQueue` from the async body of one of this queue's operations (or of one
+    ///   inside a group of this queue), as `addOperationAndWait`: it may hold the slot `body` would wait for;
+    ///   `SpindleError.queueShutDown` from a shut-down queue, `SpindleError.queueFull` from a full queue
     ///   whose policy refuses, `SpindleError.forkedChild` from a queue of a parent process (`body` never runs
     ///   then); the error `body` threw; `CancellationError` as described above (it takes precedence over the
     ///   body's value or error once the operation was cancelled).
     public func run<Result: Sendable>(priority: SpindleOperation.QueuePriority = .normal,
                                       _ body: @escaping @Sendable () throws -> Result) async throws -> Result {
+        // From this queue's own async operation (or a group of it), as `addOperationAndWait`: it may hold the slot.
+        if self.isOwnQueueOfCallingTask { throw SpindleError.waitOnOwnQueue(name: self.name) }
         let op = AsyncRunOperation<Result>(body)
         op.queuePriority = priority
         return try await withTaskCancellationHandler {

@@ -12,7 +12,8 @@
 ///   `SpindleRunLoop.main`); jobs then run whenever that thread runs its loop in a common mode. That thread should
 ///   outlive every use of the actor. If it exits first, the executor *moves*: the jobs still waiting on the loop,
 ///   and every job enqueued later, run on a thread the executor starts (its stand-in, an executor made with
-///   `init(name:)`), still one at a time; the move is reported once to `SpindleDiagnostics`
+///   `init(name:)`), still one at a time and in the order enqueued (the exiting loop hands its waiting jobs over
+///   before it runs any port's invalidation handler); the move is reported once to `SpindleDiagnostics`
 ///   (`.runLoopExecutorMoved`). Nothing is dropped and no task waits for ever. A job's thread affinity is lost
 ///   with its thread; that is why the move is reported.
 ///

@@ -13,17 +13,19 @@ class TimerEntry: @unchecked Sendable {
     func fire() { preconditionFailure("TimerEntry.fire must be overridden") }
 }
 
-/// An armed operation deadline. `operation` is a strong reference: the entry leaves the heap when the
-/// operation finishes or the deadline fires, so it never keeps a finished operation alive.
+/// An armed operation deadline. `operation` is a weak reference: an armed operation that never finishes (never
+/// added, or refused by a full queue) and is dropped by its owner is freed then, not kept until its deadline; its
+/// `deinit` takes the entry out of the heap. The entry also leaves the heap when the operation finishes or the
+/// deadline fires.
 final class DeadlineEntry: TimerEntry, @unchecked Sendable {
-    let operation: SpindleOperation
+    weak var operation: SpindleOperation?
 
     init(operation: SpindleOperation, deadline: UInt64) {
         self.operation = operation
         super.init(deadline: deadline)
     }
 
-    override func fire() { self.operation.deadlineFired(self) }
+    override func fire() { self.operation?.deadlineFired(self) }
 }
 
 /// The process-wide timer that cancels operations whose deadline passed (and retries a queue's failed thread

@@ -22,13 +22,16 @@ extension SpindleOperation {
     public final func waitUntilFinished(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
         if self.currentState.isSettled { return true }
         let context = ThreadContext.current
-        if context.operation === self || context.completing === self { throw .waitOnSelf(name: self.displayName) }
+        // Its `main` runs on this thread (also further up the stack: an operation started by hand inside it, such
+        // as a retry's attempt, waiting for it), or its completion block does: the wait would wait for itself.
+        if context.runsMain(of: self) || context.completing === self { throw .waitOnSelf(name: self.displayName) }
         // It finished earlier in the batch of reserved operations this worker is running: its completion block and
         // dependents are done, and the rest (its queue's bookkeeping, then its waiters) is this very thread's to do
         // once the batch is through, so waiting for it here could never end.
         if context.finishedEarlierInBatch(self) { return true }
         if let group = self as? SpindleGroupOperation,
             group.encloses(context.operation) || group.encloses(context.completing)
+                || context.outerOperations.contains(where: { group.encloses($0.takeUnretainedValue()) })
         {
             throw .waitOnOwnGroup(name: self.displayName)
         }
@@ -54,6 +57,7 @@ extension SpindleOperation {
         let (waiters, group) = self.withLocked { $0.takeWaitersAndGroup() }
         for waiter in waiters { waiter.signal() }
         group?.childDidSettle(self)
+        self.didSettle()
     }
 
     /// Registers `semaphore` to be signalled once it has settled. Returns false (registering nothing) if it has

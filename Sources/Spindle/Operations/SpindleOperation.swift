@@ -72,7 +72,10 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     public init() {}
 
     deinit {
-        guard let extras = self.lockedState.extras, !extras.dependencies.isEmpty else { return }
+        guard let extras = self.lockedState.extras else { return }
+        // Armed and dropped without finishing (never added, or refused by a full queue): out of the timer's heap.
+        if let entry = extras.deadlineEntry { DeadlineTimer.shared.remove(entry) }
+        guard !extras.dependencies.isEmpty else { return }
         // Dependencies that have not released their dependents yet still list us: unlist ourselves.
         SpindleOperation.unlist(Unmanaged.passUnretained(self), from: extras.dependencies)
         // Release finished dependency chains iteratively: a 100,000-long chain released recursively would overflow
@@ -206,6 +209,11 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// Check `isCancelled` now and then to stop early.
     open func main() throws {}
 
+    /// Called once, by `releaseWaiters`, when an operation that set `hasWaiters` before it could settle has
+    /// settled: after its queue's bookkeeping, on the thread that did it, with no lock held. Nothing by default;
+    /// `AsyncRunOperation` resumes its task here, so `run` returns only once the queue is done with it.
+    func didSettle() {}
+
     /// Runs the operation on the calling thread: `main` once, then finishes. A cancelled operation finishes without
     /// running `main`. A finished one: nothing happens.
     ///
@@ -239,6 +247,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     @inline(__always)
     final func runAsCurrent(in context: ThreadContext, _ body: () -> Void) {
         let previous = context.operationRef
+        if let previous { context.outerOperations.append(previous) }  // started inside another's `main`
         context.operationRef = Unmanaged.passUnretained(self)
         // One atomic load on the operation and one on the thread in the common case (both 0.5): no syscall, no
         // lock, no reference counting.
@@ -252,6 +261,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         body()
         if let restore { context.thread.setPriority(restore) }
         context.operationRef = previous
+        if previous != nil { context.outerOperations.removeLast() }
     }
 
     /// Moves into `executing` (emitting the isExecuting change) and returns true; or, if cancelled before it ran,

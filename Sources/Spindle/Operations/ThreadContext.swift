@@ -15,6 +15,16 @@ final class ThreadContext {
     @exclusivity(unchecked) var operationRef: Unmanaged<SpindleOperation>?
     /// `operationRef`, as a reference.
     var operation: SpindleOperation? { self.operationRef?.takeUnretainedValue() }
+    /// The operations whose `main` runs further up this thread's stack, outermost first: one started by hand from
+    /// inside another's `main` (a retry's attempt) pushes the outer one here while it runs. Empty in the common
+    /// case, so a run pays one test of `operationRef` for it.
+    @exclusivity(unchecked) var outerOperations: [Unmanaged<SpindleOperation>] = []
+
+    /// Whether `op`'s `main` runs on this thread: the current operation or one further up the stack.
+    func runsMain(of op: SpindleOperation) -> Bool {
+        if self.operationRef?.toOpaque() == Unmanaged.passUnretained(op).toOpaque() { return true }
+        return self.outerOperations.contains { $0.toOpaque() == Unmanaged.passUnretained(op).toOpaque() }
+    }
     /// The operation whose completion block is running on this thread (or the group whose `childDidFinish` runs
     /// here: waiting for that group from there would wait for itself).
     @exclusivity(unchecked) unowned(unsafe) var completing: SpindleOperation?

@@ -10,9 +10,11 @@ public enum SpindleFullQueuePolicy: Sendable, Equatable, CustomStringConvertible
     case reject
     /// Run the operation on the adding thread instead (as if started by hand, after waiting for its dependencies);
     /// it never becomes a member of the queue. The add returns once it has finished (a concurrent operation: once
-    /// its `start()` returned). When that could never end (an operation of the add waits for the operation running
-    /// on the adding thread, or for a later operation of its batch), or when an operation of the add has
-    /// conditions or exclusivity categories (only a queue runs those), the add throws `queueFull` instead.
+    /// its `start()` returned). The add throws `queueFull` instead when that could never end or might not: an
+    /// operation of the add waits for a later operation of its batch, or has an unfinished dependency while the
+    /// adding thread runs an operation (its `main` or completion block, or an async operation's body, which may
+    /// hold the slot or the group the dependency needs); or an operation of the add has conditions or exclusivity
+    /// categories (only a queue runs those).
     case callerRuns
 
     /// "block", "reject" or "callerRuns". Any thread; throws nothing.

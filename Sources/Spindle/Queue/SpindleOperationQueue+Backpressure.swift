@@ -66,7 +66,9 @@ extension SpindleOperationQueue {
 
     /// Adds `operation`, suspending the calling task (never blocking its thread) while the queue is full,
     /// whatever the policy. Producers are served in order, together with blocking ones. Callable from any task.
-    /// - Throws: the errors of `addOperation`; `CancellationError` if the task was cancelled before room was
+    /// - Throws: the errors of `addOperation` (`waitOnOwnQueue` when it would wait from the async body of one of
+    ///   this queue's operations, or of one inside a group of this queue: it may hold the room it waits for);
+    ///   `CancellationError` if the task was cancelled before room was
     ///   granted (nothing was added; at once if it was already cancelled). Granted before the cancellation, it
     ///   returns normally: the operation is in the queue.
     public func addOperationWhenRoom(_ operation: SpindleOperation) async throws {
@@ -84,7 +86,9 @@ extension SpindleOperationQueue {
 
     private func addOperationsWhenRoomUntold(_ operations: [SpindleOperation]) async throws {
         try Task.checkCancellation()
-        guard let waiter = try self.beginBoundedAdd(operations, policy: .block, checkOwnQueue: false) else { return }
+        // The task's own async operation of this queue (or a group of it) holds the room or slot it would wait for.
+        guard let waiter = try self.beginBoundedAdd(operations, policy: .block, checkOwnQueue: true, fromTask: true)
+        else { return }
         do {
             try await waiter.semaphore.wait()
         } catch {
@@ -114,7 +118,7 @@ extension SpindleOperationQueue {
     /// on the caller, or queues a producer and returns it (the caller waits on its semaphore, then `endWait`).
     /// Returns nil when the add is complete.
     func beginBoundedAdd(_ operations: [SpindleOperation], policy: SpindleFullQueuePolicy?,
-                         checkOwnQueue: Bool) throws(SpindleError) -> ProducerWaiter? {
+                         checkOwnQueue: Bool, fromTask: Bool = false) throws(SpindleError) -> ProducerWaiter? {
         try self.refuseIfInheritedAcrossFork()  // every bounded add comes through here (sync, timed and async)
         if operations.count > 1 {
             var seen = Set<ObjectIdentifier>()
@@ -140,7 +144,7 @@ extension SpindleOperationQueue {
         try self.produceGateDependenciesLocked(operations)
         let (decision, waiter, after) = core.boundedAddClaimedUnlocking(
             operations, policy: policy, canRunOnCaller: { self.canRunOnCaller(operations) },
-            mayWait: { !(checkOwnQueue && self.isOwnQueueOfCallingThread) })
+            mayWait: { !(checkOwnQueue && (fromTask ? self.isOwnQueueOfCallingTask : self.isOwnQueueOfCallingThread)) })
         core.perform(after)
         switch decision {
         case .admit:
@@ -181,16 +185,21 @@ extension SpindleOperationQueue {
     /// would wait for (a group holds its slot until its children are through).
     var isOwnQueueOfCallingThread: Bool {
         let context = ThreadContext.current
-        if context.queue === self || context.completingQueue === self || context.operation?.owningQueue === self {
-            return true
-        }
-        for running in [context.operation, context.completing] {
-            guard let running, let parent = running.parentGroup else { continue }
-            if parent.owningQueue === self || parent.enclosingGroups.contains(where: { $0.owningQueue === self }) {
-                return true
-            }
-        }
-        return false
+        if context.queue === self || context.completingQueue === self { return true }
+        return self.isOwnQueue(of: context.operation) || self.isOwnQueue(of: context.completing)
+    }
+
+    /// Whether the calling task runs the body of one of this queue's async operations, or of one inside a
+    /// `SpindleGroupOperation` of this queue (at any depth): as `isOwnQueueOfCallingThread`, for the async waits
+    /// (which suspend the task, so what its thread runs does not matter).
+    var isOwnQueueOfCallingTask: Bool { self.isOwnQueue(of: SpindleAsyncOperation.running) }
+
+    /// Whether `op` is one of this queue's operations, or inside a group of this queue (at any depth).
+    func isOwnQueue(of op: SpindleOperation?) -> Bool {
+        guard let op else { return false }
+        if op.owningQueue === self { return true }
+        guard let parent = op.parentGroup else { return false }
+        return parent.owningQueue === self || parent.enclosingGroups.contains(where: { $0.owningQueue === self })
     }
 
     /// Whether the calling thread runs an operation inside a group of this queue (see `isOwnQueueOfCallingThread`):
@@ -231,14 +240,20 @@ extension SpindleOperationQueue {
     }
 
     /// Whether the batch can run on the calling thread in its order: no operation waits for an unfinished later
-    /// one of the batch, or for the operation running on this thread. Asked by `Admission.decide`, under the
-    /// queue's lock (it takes the operations' locks, which come after it).
+    /// one of the batch, and none has an unfinished dependency at all if this thread runs an operation (its
+    /// `main`, started by a queue or by hand, its completion block, or an async operation's body). Such a thread
+    /// may hold what a dependency needs (the slot of a width-1 queue the dependency waits in, the group it runs
+    /// in, or it is the dependency): waiting for it here could never end, and which of these it is cannot be told
+    /// without walking every queue's slots, so it is refused. Asked by `Admission.decide`, under the queue's lock
+    /// (it takes the operations' locks, which come after it).
     private func canRunOnCaller(_ operations: [SpindleOperation]) -> Bool {
         let context = ThreadContext.current
+        let runsAnOperation = context.operation != nil || context.completing != nil
+            || SpindleAsyncOperation.running != nil
         for (i, op) in operations.enumerated() {
             if op.currentState.isGated { return false }  // only a queue runs it (`gatedOperationNeedsQueue`)
             for dependency in op.dependencies where !dependency.currentState.isSettled {
-                if dependency === context.operation || dependency === context.completing { return false }
+                if runsAnOperation { return false }
                 if operations[i...].contains(where: { $0 === dependency }) { return false }
             }
         }
@@ -252,8 +267,14 @@ extension SpindleOperationQueue {
         for op in operations {
             var told = false
             while true {
-                // Settled, not just finished: its dependents have been released by then.
-                for dependency in op.dependencies { _ = try? dependency.waitUntilFinished() }
+                // Settled, not just finished: its dependents have been released by then. A wait this thread may
+                // not make (a dependency added meanwhile, by another thread, on what this thread runs) would
+                // never end: the operation is cancelled instead, so it finishes unrun rather than spinning.
+                var waited = true
+                for dependency in op.dependencies {
+                    do { _ = try dependency.waitUntilFinished() } catch { waited = false }
+                }
+                if !waited { op.cancel() }
                 if let hooks, !told {
                     told = true
                     hooks.willStart(op, on: queue)

@@ -78,7 +78,8 @@ extension SpindleOperationQueue {
     /// Suspends the calling task (never blocking its thread) until the queue has terminated, as the blocking form
     /// does. Cancelling the task ends the wait and changes nothing in the queue. Any task.
     /// - Throws: `CancellationError` if the task is cancelled first (at once if it already was);
-    ///   `SpindleError.waitOnOwnQueue` from the body of one of this queue's operations; `forkedChild`.
+    ///   `SpindleError.waitOnOwnQueue` from the async body of one of this queue's operations (or of one inside a
+    ///   group of this queue; a task whose jobs run on this queue's `taskExecutor` may wait); `forkedChild`.
     public func awaitTermination() async throws {
         try self.refuseAsyncTerminationWait()
         let core = self.core
@@ -121,13 +122,13 @@ extension SpindleOperationQueue {
         return waited || self.core.waitForTermination(until: .after(.zero))  // a tie goes to the termination
     }
 
-    /// The async waits' refusals: a cancelled task, the queue's own async operation, then as the blocking form.
+    /// The async waits' refusals: a cancelled task, the queue's own async operation (or one inside a group of it),
+    /// a queue of a parent process. Not the blocking form's thread check: the wait suspends the task, so a task
+    /// whose job runs as one of this queue's operations (`taskExecutor`) lets that operation finish meanwhile.
     private func refuseAsyncTerminationWait() throws {
         try Task.checkCancellation()
-        if let op = SpindleAsyncOperation.running, op.owningQueue === self {
-            throw SpindleError.waitOnOwnQueue(name: self.name)
-        }
-        try self.refuseTerminationWaitFromOwnOperation()
+        if self.isOwnQueueOfCallingTask { throw SpindleError.waitOnOwnQueue(name: self.name) }
+        try self.refuseIfInheritedAcrossFork()
     }
 
     /// Throws `waitOnOwnQueue` when the calling thread runs one of this queue's operations or is one of its workers

@@ -16,10 +16,12 @@ extension SpindleRunLoop {
     /// `perform`, `portDidInvalidate`), so what was taken here is all there is. Then, with no lock held:
     /// - each port, timer and source of the tables is unscheduled if it is still this loop's (it may already have
     ///   moved to a live loop: `loopOrphan(from:)` checks); a port keeps its pending messages;
+    /// - the dropped performs' blocks are released, oldest first, before any handler below runs: a moved
+    ///   `SpindleRunLoopExecutor`'s jobs still waiting here move to its stand-in in the order they were enqueued,
+    ///   ahead of any job a handler enqueues (which finds the loop exited and moves at once);
     /// - each port waiting to retire is retired here: its pending messages are discarded and its invalidation
     ///   handler runs, once (the port's own phase decides who runs it, so a racing `invalidate()` that already
-    ///   found the loop exited and retired it changes nothing);
-    /// - the dropped performs' blocks are released.
+    ///   found the loop exited and retired it changes nothing).
     ///
     /// Running user code from a thread-local destructor: the handlers above run while the exiting thread's
     /// thread-locals are being destroyed, as CFRunLoop does in `__CFFinalizeRunLoop` (it removes every source,
@@ -30,7 +32,7 @@ extension SpindleRunLoop {
     /// running them, would leave the ports not retired for ever, which is the bug this closes.
     func ownerDidExit() {
         guard !self.isMainLoop else { return }
-        let taken = self.state.withLock { state -> Orphans? in
+        var taken = self.state.withLock { state -> Orphans? in
             guard !self.ownerExited.load(ordering: .relaxed) else { return nil }
             self.ownerExited.store(true, ordering: .releasing)
             let orphans = Orphans(tables: state.tables, performs: state.performs, retiring: state.retiringPorts)
@@ -39,13 +41,16 @@ extension SpindleRunLoop {
             state.retiringPorts = []
             return orphans
         }
-        guard let orphans = taken else { return }
+        guard var orphans = taken.take() else { return }  // the only reference: the blocks go as `dropped` empties
         for table in orphans.tables.values {
             for port in table.ports.values { port.loopOrphan(from: self) }
             for timer in table.timers.values { timer.loopOrphan(from: self) }
             for source in table.sources.values { source.loopOrphan(from: self) }
         }
+        var dropped = orphans.performs.reversed() as [RunLoopPerform]
+        orphans.performs = []
+        while let perform = dropped.popLast() { _ = perform }  // each block released here, oldest first, unlocked
         for port in orphans.retiring { port.loopRetireDiscarding() }
-        // `orphans`, and with it the dropped blocks, is released here: no lock is held.
+        // The rest of `orphans` is released here: no lock is held.
     }
 }
