@@ -132,6 +132,10 @@ extension SpindleOperationQueue {
             core.lock.unlock()
             throw .queueShutDown(name: self.name)
         }
+        if operations.isEmpty {  // nothing to fit: never waits behind producers, never refused for room
+            core.lock.unlock()
+            return nil
+        }
         var claimed = 0
         for op in operations {
             if let error = self.claim(op) {

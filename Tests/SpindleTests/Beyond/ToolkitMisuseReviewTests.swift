@@ -80,6 +80,32 @@ import Testing
         #expect(outcome.all == [SpindleError.queueFull(name: "rb-cr-group", capacity: 1).description])
     }
 
+    /// An empty batch on a full bounded queue has nothing to fit: it returns at once whatever the policy. It
+    /// used to wait behind the blocked producers (`.block`) and be refused (`.reject`).
+    @Test func anEmptyBatchOnAFullQueueReturnsAtOnce() throws {
+        let queue = try SpindleOperationQueue(name: "rb-empty", maxConcurrentOperationCount: 1, capacity: 1,
+                                              whenFull: .block)
+        queue.isSuspended = true
+        try queue.addOperation(qtNamed("held"))  // full
+        let producer = try SpindleThread.spawnJoinable(name: "rb-producer") {
+            try? queue.addOperation(qtNamed("waiting"))
+        }
+        btWaitForBlockedProducers(queue, 1)
+        let done = QTGate()
+        let adder = try SpindleThread.spawnJoinable(name: "rb-empty-adder") {
+            try? queue.addOperations([])
+            done.open()
+        }
+        let returned = done.wait(seconds: 10)
+        #expect(returned, "an empty batch waited behind a blocked producer")
+        try queue.setCapacity(1, whenFull: .reject)
+        #expect(throws: Never.self) { try queue.addOperations([]) }
+        queue.isSuspended = false
+        try producer.join()
+        try adder.join()
+        qtDrain(queue)
+    }
+
     // MARK: - Deadlines
 
     /// A deadline armed before an add that a bounded queue refuses: the operation is dropped by its owner, but the
