@@ -25,7 +25,7 @@ import Testing
         }
         let group = try SpindleGroupOperation(operations: [child], maxConcurrentOperationCount: 1)
         try queue.addOperation(group)
-        let answered = await atEventually(seconds: 10) { done.isSet }
+        let answered = await atEventually(seconds: 60) { done.isSet }
         #expect(answered, "the async drain wait from inside the queue's group hangs (the group waits for it)")
         if !answered { group.cancel() }  // rescue: cancels the child's task, which ends the wait
         try await group.waitUntilFinished()
@@ -48,7 +48,7 @@ import Testing
         }
         let group = try SpindleGroupOperation(operations: [child], maxConcurrentOperationCount: 1)
         try queue.addOperation(group)
-        let answered = await atEventually(seconds: 10) { done.isSet }
+        let answered = await atEventually(seconds: 60) { done.isSet }
         #expect(answered, "the async termination wait from inside the queue's group hangs")
         if !answered { group.cancel() }
         try await group.waitUntilFinished()
@@ -84,7 +84,7 @@ import Testing
             done.set()
         }
         try queue.addOperation(op)
-        let answered = await atEventually(seconds: 10) { done.isSet }
+        let answered = await atEventually(seconds: 60) { done.isSet }
         #expect(answered, "addOperationWhenRoom waits for the room its own operation holds")
         if !answered { op.cancel() }  // rescue: cancels its task, which withdraws the producer
         try await op.waitUntilFinished()
@@ -207,29 +207,31 @@ extension AsyncMisuseReviewTests {
     /// released the dropped performs (whose `PendingJob.deinit` moves them). A job enqueued in between was refused
     /// at once and moved first: it ran before the job that was waiting on the loop. Now the dropped performs go
     /// first, so both run, in order, while the exiting thread is still in the handler.
+    /// The deadlines are generous: each task needs a cooperative thread to start, and under ThreadSanitizer, with
+    /// other suites blocking theirs, that took longer than 20 s in CI.
     @Test func aMovedExecutorKeepsTheOrderJobsWereEnqueuedIn() async throws {
         let ready = QTGate(), exit = QTGate(), inHandler = QTGate(), release = QTGate()
         let handOff = SpindleLockedValue<(SpindleRunLoop, SpindlePort<Int>)?>(nil)
         let thread = try SpindleThread.spawnJoinable(name: "rv-leaving") {
             let port = SpindlePort<Int>(name: "rv-hold", invalidationHandler: {
                 inHandler.open()
-                _ = release.wait(seconds: 60)  // the exiting thread is held here, its dropped performs not yet released
+                _ = release.wait(seconds: 600)  // the exiting thread is held here, its dropped performs not yet released
             }) { _ in }
             let loop = SpindleRunLoop.current
             try? loop.add(port)
             handOff.withLockedValue { $0 = (loop, port) }
             ready.open()
-            _ = exit.wait(seconds: 60)  // alive, never runs its loop
+            _ = exit.wait(seconds: 600)  // alive, never runs its loop
         }
         #expect(await atEventually { ready.tryWait() })
         let (loop, port) = try #require(handOff.value)
         let device = MovedExecutorOrderedDevice(executor: SpindleRunLoopExecutor(runLoop: loop))
 
         let first = Task { await device.record("first") }  // its job waits on the loop
-        #expect(await atEventually(seconds: 20) { loop.state.withLock { $0.performs.count } == 1 })
+        #expect(await atEventually(seconds: 300) { loop.state.withLock { $0.performs.count } == 1 })
         port.invalidate()  // its retirement waits for the loop, which never runs: the exiting thread does it
         exit.open()
-        #expect(await atEventually(seconds: 20) { inHandler.tryWait() })
+        #expect(await atEventually(seconds: 300) { inHandler.tryWait() })
 
         let secondDone = QTFlag()
         let second = Task { () -> Int32 in
@@ -237,7 +239,7 @@ extension AsyncMisuseReviewTests {
             secondDone.set()
             return tid
         }
-        let bothRanWhileHeld = await atEventually(seconds: 20) { secondDone.isSet }
+        let bothRanWhileHeld = await atEventually(seconds: 300) { secondDone.isSet }
         release.open()
         _ = await first.value
         _ = await second.value
@@ -267,7 +269,7 @@ extension AsyncMisuseReviewTests {
             done.set()
         }
         try queue.addOperation(op)
-        let answered = await atEventually(seconds: 10) { done.isSet }
+        let answered = await atEventually(seconds: 60) { done.isSet }
         #expect(answered, "run waits for the slot its own async operation holds")
         if !answered { op.cancel() }  // rescue: cancels the awaiting task, which abandons the run
         try await op.waitUntilFinished()
