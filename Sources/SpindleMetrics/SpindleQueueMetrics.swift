@@ -24,9 +24,10 @@ import Spindle
 /// | `<prefix>_wait_max_seconds` | gauge | longest wait measured since the queue was created |
 ///
 /// Counters are incremented by what changed since the previous sample, so they only ever grow; the first sample
-/// reports everything the queue counted since it was created. The three wait metrics are recorded only while the
-/// queue's `collectsWaitTimes` is on (it is off by default: turn it on to get them; this type never changes it),
-/// and the two wait gauges only once something was measured.
+/// reports everything the queue counted since it was created. Wait times are measured only while the queue's
+/// `collectsWaitTimes` is on (it is off by default: turn it on to get them; this type never changes it): the
+/// samples counter counts every measured operation, and the two wait gauges are recorded by samples taken while
+/// it is on, once something was measured.
 ///
 /// The queue's name is read once, when the reporter is made: renaming the queue later does not change the
 /// dimension. The reporter keeps the queue alive.
@@ -105,8 +106,10 @@ public final class SpindleQueueMetrics: Sendable {
         if step.cancelled > 0 { self.cancelled.increment(by: step.cancelled) }
         if step.failed > 0 { self.failed.increment(by: step.failed) }
         if step.rejected > 0 { self.rejected.increment(by: step.rejected) }
+        // Samples only grow while measuring is on: count them whenever they are seen, so a sample taken while it
+        // is off does not lose the ones measured before it.
+        if step.waitSamples > 0 { self.waitSamples.increment(by: step.waitSamples) }
         if collectsWaitTimes {
-            if step.waitSamples > 0 { self.waitSamples.increment(by: step.waitSamples) }
             if let average = step.averageWaitNanoseconds { self.waitAverage.record(Double(average) / 1e9) }
             if snapshot.waitTimeSamples > 0 {
                 self.waitMax.record(Double(ReportedCounts.nanoseconds(snapshot.maxWaitTime)) / 1e9)

@@ -39,6 +39,8 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
     /// One line, for a log.
     public var description: String {
         switch self {
+        case .workerSpawnFailed(let queue, let errno, let retry) where retry == 0:
+            "queue '\(queue)' could not start a worker thread (errno \(errno))"
         case .workerSpawnFailed(let queue, let errno, let retry):
             "queue '\(queue)' could not start a worker thread (errno \(errno)); retrying in \(retry / 1_000_000) ms"
         case .workerSpawnRecovered(let queue, let failures):
@@ -66,10 +68,17 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
 /// The handler is called on the thread where the event happened, never while a lock of Spindle's is held, and
 /// may be called from several threads at once. It must not block for long (it may run on a queue's worker).
 ///
-/// State: `handler` is under `lock` (a leaf lock: nothing else is taken while holding it; the handler is read
-/// under it and called after unlocking). `count` is an atomic.
+/// State: `slot`, an atomic pointer to an immutable box holding the handler, swapped by `setHandler` and read
+/// by `report`. No lock: a lock a parent thread held at a `fork()` would stay held in the child, and every report
+/// there would hang. A box, once installed, is never freed (a reader may still be using it): a handler set is a
+/// few bytes kept for the life of the process, and handlers are set a few times at most. `count` is an atomic.
 public enum SpindleDiagnostics {
-    private static let lock = SpindleLockedValue<(@Sendable (SpindleDiagnosticEvent) -> Void)?>(nil)
+    private final class HandlerBox: Sendable {
+        let handler: (@Sendable (SpindleDiagnosticEvent) -> Void)?
+        init(_ handler: (@Sendable (SpindleDiagnosticEvent) -> Void)?) { self.handler = handler }
+    }
+
+    private static let slot = Atomic<Unmanaged<HandlerBox>?>(nil)
     private static let count = Atomic<Int>(0)
 
     /// Sets the process-wide handler (nil: events are only counted). Returns the previous one.
@@ -77,11 +86,8 @@ public enum SpindleDiagnostics {
     public static func setHandler(
         _ handler: (@Sendable (SpindleDiagnosticEvent) -> Void)?
     ) -> (@Sendable (SpindleDiagnosticEvent) -> Void)? {
-        self.lock.withLockedValue { current in
-            let previous = current
-            current = handler
-            return previous
-        }
+        let box = Unmanaged.passRetained(HandlerBox(handler))  // never released: see "State"
+        return self.slot.exchange(box, ordering: .acquiringAndReleasing)?.takeUnretainedValue().handler
     }
 
     /// Events reported since the process started, handled or not.
@@ -90,7 +96,6 @@ public enum SpindleDiagnostics {
     /// Reports `event`. Callers hold no lock of ours.
     static func report(_ event: SpindleDiagnosticEvent) {
         self.count.wrappingAdd(1, ordering: .relaxed)
-        let handler = self.lock.withLockedValue { $0 }
-        handler?(event)
+        self.slot.load(ordering: .acquiring)?.takeUnretainedValue().handler?(event)
     }
 }

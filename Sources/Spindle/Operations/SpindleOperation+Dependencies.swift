@@ -1,8 +1,10 @@
 /// The process-wide lock that serialises edits of the dependency graph, so that cycle detection sees a graph no
 /// one else is changing. Lock order: this lock first, then (one at a time) operations' `locked`. The finish path
-/// never takes it: a finishing operation only takes its own lock.
+/// never takes it: a finishing operation only takes its own lock. Per process (`PerProcess`): a parent thread
+/// editing a dependency at a `fork()` would leave it held for ever in the child.
 enum DependencyGraph {
-    static let lock = SpindleMutex(.normal)
+    private static let perProcess = PerProcess { SpindleMutex(.normal) }
+    static var lock: SpindleMutex { perProcess.current }
 }
 
 extension SpindleOperation {

@@ -66,6 +66,10 @@ final class ThreadContext {
     @exclusivity(unchecked) var gateDepth = 0
     @exclusivity(unchecked) var deferredGates: [(gate: OperationGate, operation: SpindleOperation)] = []
 
+    /// The values of this thread for the `SpindleThreadLocal`s made after the process ran out of pthread keys,
+    /// by their number; released with this context, when the thread exits.
+    var overflowLocals: [UInt64: AnyObject] = [:]
+
     /// This thread's `SpindleThread` (`SpindleThread.current`), retained by this context (released in `deinit`):
     /// set by the spawner for a Spindle thread, made on first use for the main thread and threads Spindle did not
     /// create. Unmanaged so that reading it costs no reference counting.

@@ -186,6 +186,7 @@ extension SpindleThread {
         let me = pthread_self()
         self.kernelLock.lock()
         self.handleStorage.store(UInt(me), ordering: .releasing)
+        self.tidGeneration.store(ForkGeneration.current, ordering: .relaxed)
         self.tidStorage.store(tid, ordering: .releasing)
         self.fieldsLock.lock()  // `name` would take it too; kernelLock before fieldsLock
         let name = self.nameValue

@@ -33,8 +33,8 @@ import Synchronization
 ///
 /// Guards and confinement:
 /// - `handleStorage` (atomic, 0 until known): written by the starter after `pthread_create` and by the thread at its
-///   start-up (the same value); `tidStorage` (atomic, 0 until known): by the thread at its start-up. Never changed
-///   afterwards. `origin` (`isMain`, `isAdopted`) is set at init.
+///   start-up (the same value); `tidStorage` (atomic, 0 until known) and `tidGeneration`: by the thread at its
+///   start-up. Never changed afterwards (a forked child corrects the id as it reads it: `threadID`). `origin` (`isMain`, `isAdopted`) is set at init.
 /// - `nameValue`, `stackSizeValue` and `work` are under `fieldsLock` (inline). `stackSizeValue` changes only while
 ///   `unstarted`. `work` (the block or body, or an internal entry) is set at init, copied out by `main()`, and
 ///   taken by the thread when `main()` returned (or by a cancelled start); it is released after the lock is
@@ -72,6 +72,9 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// The pthread handle as a raw value (0 until known); see the type's notes.
     let handleStorage = Atomic<UInt>(0)
     let tidStorage = Atomic<Int32>(0)
+    /// The fork generation (`ForkGeneration`) `tidStorage` was stored in: in a forked child, an id from the parent
+    /// names a thread of the parent (see `threadID`).
+    let tidGeneration = Atomic<UInt64>(0)
     let lifecycle = Atomic<UInt8>(Lifecycle.unstarted.rawValue)
     let cancelled = Atomic<Bool>(false)
     let joinState = Atomic<UInt8>(JoinState.unstarted.rawValue)
@@ -129,6 +132,7 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         self.init(name: SpindleThread.commName(tid: getpid()) ?? "main")
         self.origin = .main
         self.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)
+        self.tidGeneration.store(ForkGeneration.current, ordering: .relaxed)
         self.tidStorage.store(getpid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
     }
@@ -139,6 +143,7 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         self.origin = .adopted
         self.handleStorage.store(UInt(pthread_self()), ordering: .relaxed)
         self.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)
+        self.tidGeneration.store(ForkGeneration.current, ordering: .relaxed)
         self.tidStorage.store(cshim_gettid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
     }
@@ -236,8 +241,14 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: - State, name and priority
 
-    /// The kernel thread id (0 until the thread has started running).
-    public final var threadID: Int32 { self.tidStorage.load(ordering: .acquiring) }
+    /// The kernel thread id (0 until the thread has started running). In a forked child, a thread of the parent
+    /// reads 0 (it does not exist there), except the one that forked, which reads its id in the child: so
+    /// `setPriority` there never reaches a thread of the parent.
+    public final var threadID: Int32 {
+        let tid = self.tidStorage.load(ordering: .acquiring)
+        guard tid != 0, ForkGeneration.isInherited(self.tidGeneration.load(ordering: .relaxed)) else { return tid }
+        return ThreadContext.knownThread === self ? cshim_gettid() : 0
+    }
 
     /// Whether the thread's `main()` is running: from just before it is called until it has returned. False
     /// before the start, and while a start is still creating the pthread.
