@@ -43,15 +43,19 @@ extension SpindleOperationQueue {
     /// task's thread until there is room, and `.callerRuns` runs `body` on that thread, not on the queue's.
     ///
     /// - Throws: `SpindleError.waitOnOwnQueue` from the async body of one of this queue's operations (or of one
-    ///   inside a group of this queue), as `addOperationAndWait`: it may hold the slot `body` would wait for;
+    ///   inside a group of this queue) when the queue's width is 1: it holds the slot `body` would wait for;
     ///   `SpindleError.queueShutDown` from a shut-down queue, `SpindleError.queueFull` from a full queue
     ///   whose policy refuses, `SpindleError.forkedChild` from a queue of a parent process (`body` never runs
     ///   then); the error `body` threw; `CancellationError` as described above (it takes precedence over the
     ///   body's value or error once the operation was cancelled).
     public func run<Result: Sendable>(priority: SpindleOperation.QueuePriority = .normal,
                                       _ body: @escaping @Sendable () throws -> Result) async throws -> Result {
-        // From this queue's own async operation (or a group of it), as `addOperationAndWait`: it may hold the slot.
-        if self.isOwnQueueOfCallingTask { throw SpindleError.waitOnOwnQueue(name: self.name) }
+        // From this queue's own async operation (or a group of it) on a queue of width 1, the slot `body` needs is
+        // the caller's: the wait could never end. (A wider queue may still fill up with such callers; as with any
+        // wait for one's own queue, that is the caller's to avoid.)
+        if self.maxConcurrentOperationCount == 1 && self.isOwnQueueOfCallingTask {
+            throw SpindleError.waitOnOwnQueue(name: self.name)
+        }
         let op = AsyncRunOperation<Result>(body)
         op.queuePriority = priority
         return try await withTaskCancellationHandler {

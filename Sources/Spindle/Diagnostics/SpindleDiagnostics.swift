@@ -1,3 +1,4 @@
+import CShim
 import Synchronization
 
 /// Something Spindle met that its caller could not be told through a return value or an error: a thread that
@@ -68,17 +69,18 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
 /// The handler is called on the thread where the event happened, never while a lock of Spindle's is held, and
 /// may be called from several threads at once. It must not block for long (it may run on a queue's worker).
 ///
-/// State: `slot`, an atomic pointer to an immutable box holding the handler, swapped by `setHandler` and read
-/// by `report`. No lock: a lock a parent thread held at a `fork()` would stay held in the child, and every report
-/// there would hang. A box, once installed, is never freed (a reader may still be using it): a handler set is a
-/// few bytes kept for the life of the process, and handlers are set a few times at most. `count` is an atomic.
+/// State: the handler is under the lock of `slot`'s instance for this process (a leaf lock: nothing else is taken
+/// while holding it; the handler is read under it and called after unlocking; a replaced one is released after
+/// unlocking). Per process (`PerProcess`, keyed by the raw fork generation so that reporting never starts fork
+/// tracking, which itself may report): a parent thread inside `setHandler` or `report` at a `fork()` would leave
+/// the lock held for ever in the child. So a forked child starts with no handler: set it again there. `count` is
+/// an atomic.
 public enum SpindleDiagnostics {
-    private final class HandlerBox: Sendable {
-        let handler: (@Sendable (SpindleDiagnosticEvent) -> Void)?
-        init(_ handler: (@Sendable (SpindleDiagnosticEvent) -> Void)?) { self.handler = handler }
+    private final class HandlerSlot: Sendable {
+        let handler = SpindleLockedValue<(@Sendable (SpindleDiagnosticEvent) -> Void)?>(nil)
     }
 
-    private static let slot = Atomic<Unmanaged<HandlerBox>?>(nil)
+    private static let slot = PerProcess(generation: { cshim_fork_generation() }) { HandlerSlot() }
     private static let count = Atomic<Int>(0)
 
     /// Sets the process-wide handler (nil: events are only counted). Returns the previous one.
@@ -86,8 +88,11 @@ public enum SpindleDiagnostics {
     public static func setHandler(
         _ handler: (@Sendable (SpindleDiagnosticEvent) -> Void)?
     ) -> (@Sendable (SpindleDiagnosticEvent) -> Void)? {
-        let box = Unmanaged.passRetained(HandlerBox(handler))  // never released: see "State"
-        return self.slot.exchange(box, ordering: .acquiringAndReleasing)?.takeUnretainedValue().handler
+        self.slot.current.handler.withLockedValue { current in
+            let previous = current
+            current = handler
+            return previous  // released by the caller, after unlocking
+        }
     }
 
     /// Events reported since the process started, handled or not.
@@ -96,6 +101,7 @@ public enum SpindleDiagnostics {
     /// Reports `event`. Callers hold no lock of ours.
     static func report(_ event: SpindleDiagnosticEvent) {
         self.count.wrappingAdd(1, ordering: .relaxed)
-        self.slot.load(ordering: .acquiring)?.takeUnretainedValue().handler?(event)
+        let handler = self.slot.current.handler.withLockedValue { $0 }
+        handler?(event)
     }
 }

@@ -144,6 +144,10 @@ final class ThreadContext {
         return try body(ThreadContext.install())
     }
 
+    /// Creates the contexts' pthread key now if it does not exist yet (`SpindleThreadLocal`: before it takes a key
+    /// of its own, so that running out of keys leaves this one, where its overflow values live).
+    static func makeKey() { _ = ThreadContext.key }
+
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
         checkPthread(pthread_key_create(&key) { raw in

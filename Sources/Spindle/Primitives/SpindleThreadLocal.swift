@@ -23,6 +23,7 @@ public final class SpindleThreadLocal<Value>: @unchecked Sendable {
     /// `initial` makes a thread's value the first time that thread reads it.
     public init(initial: @escaping @Sendable () -> Value) {
         self.initial = initial
+        ThreadContext.makeKey()  // first: the overflow storage needs it once keys run out
         var key = pthread_key_t()
         let err = pthread_key_create(&key) { pointer in
             guard let pointer else { return }

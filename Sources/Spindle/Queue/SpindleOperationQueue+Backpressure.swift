@@ -253,10 +253,12 @@ extension SpindleOperationQueue {
     private func canRunOnCaller(_ operations: [SpindleOperation]) -> Bool {
         let context = ThreadContext.current
         let runsAnOperation = context.operation != nil || context.completing != nil
-            || SpindleAsyncOperation.running != nil
+            || SpindleAsyncOperation.running.map { !$0.isFinished } == true
         for (i, op) in operations.enumerated() {
             if op.currentState.isGated { return false }  // only a queue runs it (`gatedOperationNeedsQueue`)
-            for dependency in op.dependencies where !dependency.currentState.isSettled {
+            // Finished is enough: what is left of a finished dependency (its completion block, its queue's
+            // bookkeeping) needs no slot, so waiting for it to settle ends.
+            for dependency in op.dependencies where !dependency.currentState.isSettled && !dependency.isFinished {
                 if runsAnOperation { return false }
                 if operations[i...].contains(where: { $0 === dependency }) { return false }
             }

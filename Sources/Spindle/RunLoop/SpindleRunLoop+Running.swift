@@ -195,13 +195,13 @@ extension SpindleRunLoop {
         }
     }
 
-    /// Runs `body` with `id` marked in service (so nested runs skip that port or source). Owner thread only.
     /// Delivers `port`'s pending messages, or with a shutdown's `limit` only those it allows.
     private static func deliver(_ port: any RunLoopPortEntry, within limit: RunLoopDrainLimit?) -> Bool {
         guard let limit else { return port.loopDeliverPending() }
         return port.loopDeliverPending(acceptedBefore: limit.acceptedBefore(port))
     }
 
+    /// Runs `body` with `id` marked in service (so nested runs skip that port or source). Owner thread only.
     private func serve(_ id: ObjectIdentifier, _ body: () -> Bool) -> Bool {
         self.inService.insert(id)
         defer { self.inService.remove(id) }

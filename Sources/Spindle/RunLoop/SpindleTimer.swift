@@ -6,9 +6,9 @@ import CShim
 /// is one interval after the *first* `add` (never at once, unlike corelibs Foundation); adding it to more modes
 /// of the same loop does not move it. A repeating timer fires at `first + k × interval` for k = 1, 2, …: there is
 /// no cumulative drift, and firings missed while the loop was busy or not running are skipped (it fires once,
-/// then resumes on the grid). Those that pass while its own handler runs are skipped too (the next firing is the
-/// first grid point after the handler returns, as in CFRunLoop), so a handler slower than the interval does not
-/// run back to back. A one-shot timer is invalidated just before its handler runs.
+/// then resumes on the grid). Those that pass before its handler returns are skipped too (the next firing is the
+/// first grid point after that, as in CFRunLoop), so a handler slower than the interval does not run back to
+/// back. A one-shot timer is invalidated just before its handler runs.
 ///
 /// Intervals: a finite number of seconds >= 0; 0 means 0.1 ms (as NSTimer). NaN, infinity and negatives throw.
 ///
@@ -189,9 +189,9 @@ public final class SpindleTimer: @unchecked Sendable {
         }
     }
 
-    /// After this repeating timer's handler returned at `now` (the loop's lock held): if its next firing passed
-    /// while the handler ran, moves it to the next grid point after `now`, as CFRunLoop reschedules after the
-    /// callout, so a handler slower than the interval fires on every other grid point instead of back to back.
+    /// After this repeating timer's handler returned at `now` (the loop's lock held): if its next firing has passed
+    /// (during the handler, or earlier in the same pass), moves it to the next grid point after `now`, as CFRunLoop
+    /// reschedules after the callout, so a handler slower than the interval does not fire back to back.
     /// nil when nothing changes (not due yet, invalidated, or no longer on `loop`).
     func loopSkipPassed(on loop: SpindleRunLoop, now: UInt64) -> FireOutcome? {
         self.state.withLock { state in

@@ -50,11 +50,18 @@ final class PerProcess<Value: AnyObject & Sendable>: Sendable {
 
     private let slot = Atomic<Unmanaged<Box>?>(nil)
     private let make: @Sendable () -> Value
+    private let generation: @Sendable () -> UInt64
 
-    init(_ make: @escaping @Sendable () -> Value) { self.make = make }
+    /// `generation` reads the fork generation; `ForkGeneration.current` (which starts tracking) unless the
+    /// instance is used by what tracking's start may call (`SpindleDiagnostics`).
+    init(generation: @escaping @Sendable () -> UInt64 = { ForkGeneration.current },
+         _ make: @escaping @Sendable () -> Value) {
+        self.generation = generation
+        self.make = make
+    }
 
     var current: Value {
-        let now = ForkGeneration.current
+        let now = self.generation()
         let seen = self.slot.load(ordering: .acquiring)
         if let seen, seen.takeUnretainedValue().generation == now { return seen.takeUnretainedValue().value }
         let fresh = Unmanaged.passRetained(Box(now, self.make()))

@@ -145,6 +145,7 @@ extension SpindleThread {
     /// `start()` and `startJoinable()`: claim the thread, then make its pthread (or finish it at once if it was
     /// cancelled). See the type's state machine.
     private func launch(detached: Bool) throws(SpindleError) {
+        _ = ForkGeneration.current  // fork tracking on before any thread of ours exists (see `threadID`); no lock held
         self.fieldsLock.lock()  // the claim and `setStackSize` exclude each other: the size read here is final
         let claimed = self.lifecycle.compareExchange(
             expected: Lifecycle.unstarted.rawValue, desired: Lifecycle.starting.rawValue,
@@ -186,7 +187,7 @@ extension SpindleThread {
         let me = pthread_self()
         self.kernelLock.lock()
         self.handleStorage.store(UInt(me), ordering: .releasing)
-        self.tidGeneration.store(ForkGeneration.current, ordering: .relaxed)
+        self.tidGeneration.store(cshim_fork_generation(), ordering: .relaxed)
         self.tidStorage.store(tid, ordering: .releasing)
         self.fieldsLock.lock()  // `name` would take it too; kernelLock before fieldsLock
         let name = self.nameValue

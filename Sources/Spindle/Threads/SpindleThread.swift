@@ -72,8 +72,9 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     /// The pthread handle as a raw value (0 until known); see the type's notes.
     let handleStorage = Atomic<UInt>(0)
     let tidStorage = Atomic<Int32>(0)
-    /// The fork generation (`ForkGeneration`) `tidStorage` was stored in: in a forked child, an id from the parent
-    /// names a thread of the parent (see `threadID`).
+    /// The fork generation (`cshim_fork_generation`, read raw: never the first use that starts tracking, which may
+    /// report to a user's handler) `tidStorage` was stored in: in a forked child, an id from the parent names a
+    /// thread of the parent (see `threadID`). Tracking is on once any Spindle thread was started (`launch`).
     let tidGeneration = Atomic<UInt64>(0)
     let lifecycle = Atomic<UInt8>(Lifecycle.unstarted.rawValue)
     let cancelled = Atomic<Bool>(false)
@@ -132,7 +133,7 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         self.init(name: SpindleThread.commName(tid: getpid()) ?? "main")
         self.origin = .main
         self.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)
-        self.tidGeneration.store(ForkGeneration.current, ordering: .relaxed)
+        self.tidGeneration.store(cshim_fork_generation(), ordering: .relaxed)
         self.tidStorage.store(getpid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
     }
@@ -143,7 +144,7 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         self.origin = .adopted
         self.handleStorage.store(UInt(pthread_self()), ordering: .relaxed)
         self.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)
-        self.tidGeneration.store(ForkGeneration.current, ordering: .relaxed)
+        self.tidGeneration.store(cshim_fork_generation(), ordering: .relaxed)
         self.tidStorage.store(cshim_gettid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
     }
