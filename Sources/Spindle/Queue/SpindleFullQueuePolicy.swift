@@ -12,9 +12,9 @@ public enum SpindleFullQueuePolicy: Sendable, Equatable, CustomStringConvertible
     /// it never becomes a member of the queue. The add returns once it has finished (a concurrent operation: once
     /// its `start()` returned). The add throws `queueFull` instead when that could never end or might not: an
     /// operation of the add waits for a later operation of its batch, or has an unfinished dependency while the
-    /// adding thread runs an operation (its `main` or completion block, or an async operation's body, which may
-    /// hold the slot or the group the dependency needs); or an operation of the add has conditions or exclusivity
-    /// categories (only a queue runs those).
+    /// adding thread runs an operation (its `main` or completion block, or an async operation's body that has not
+    /// finished, which may hold the slot or the group the dependency needs); or an operation of the add has
+    /// conditions or exclusivity categories (only a queue runs those).
     case callerRuns
 
     /// "block", "reject" or "callerRuns". Any thread; throws nothing.
