@@ -12,34 +12,31 @@ import Testing
     /// compares `SpindleAsyncOperation.running.owningQueue`, which is the group's inner queue.
     @Test func anAsyncChildOfAGroupAwaitingTheGroupsQueueIsTold() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
-        let outcome = QTLog<String>()
-        let done = QTFlag()
-        let child = SpindleAsyncOperation {
-            do {
-                try await queue.waitUntilAllOperationsAreFinished()
-                outcome.append("returned")
-            } catch {
-                outcome.append("\(error)")
-            }
-            done.set()
+        let outcome = try await self.waitFromAGroupsAsyncChild(of: queue, "drain") {
+            try await queue.waitUntilAllOperationsAreFinished()
         }
-        let group = try SpindleGroupOperation(operations: [child], maxConcurrentOperationCount: 1)
-        try queue.addOperation(group)
-        let answered = await atEventually(seconds: 60) { done.isSet }
-        #expect(answered, "the async drain wait from inside the queue's group hangs (the group waits for it)")
-        if !answered { group.cancel() }  // rescue: cancels the child's task, which ends the wait
-        try await group.waitUntilFinished()
-        #expect(outcome.all == [SpindleError.waitOnOwnQueue(name: queue.name).description])
+        #expect(outcome == [SpindleError.waitOnOwnQueue(name: queue.name).description])
     }
 
     @Test func anAsyncChildOfAGroupAwaitingTheGroupsQueueTerminationIsTold() async throws {
         let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
+        let outcome = try await self.waitFromAGroupsAsyncChild(of: queue, "termination") {
+            queue.shutdown()
+            try await queue.awaitTermination()
+        }
+        #expect(outcome == [SpindleError.waitOnOwnQueue(name: queue.name).description])
+    }
+
+    /// Runs `wait` in the async child of a group added to `queue`; returns what it recorded ("returned", or the
+    /// error it threw). A wait that hangs fails the test and is rescued after 60 s by cancelling the group (which
+    /// cancels the child's task and so ends the wait).
+    private func waitFromAGroupsAsyncChild(of queue: SpindleOperationQueue, _ what: String,
+                                           _ wait: @escaping @Sendable () async throws -> Void) async throws -> [String] {
         let outcome = QTLog<String>()
         let done = QTFlag()
         let child = SpindleAsyncOperation {
-            queue.shutdown()
             do {
-                try await queue.awaitTermination()
+                try await wait()
                 outcome.append("returned")
             } catch {
                 outcome.append("\(error)")
@@ -49,10 +46,10 @@ import Testing
         let group = try SpindleGroupOperation(operations: [child], maxConcurrentOperationCount: 1)
         try queue.addOperation(group)
         let answered = await atEventually(seconds: 60) { done.isSet }
-        #expect(answered, "the async termination wait from inside the queue's group hangs")
+        #expect(answered, "the async \(what) wait from inside the queue's group hangs (the group waits for it)")
         if !answered { group.cancel() }
         try await group.waitUntilFinished()
-        #expect(outcome.all == [SpindleError.waitOnOwnQueue(name: queue.name).description])
+        return outcome.all
     }
 
     // MARK: B. addOperationWhenRoom from the queue's own async operation
