@@ -21,17 +21,27 @@ public final class SpindleTaskExecutor: TaskExecutor, @unchecked Sendable {
     /// An executor for `queue` (the same as `queue.taskExecutor`).
     public init(queue: SpindleOperationQueue) { self.queue = queue }
 
-    /// Runs `job` as an operation of the queue. Called by the concurrency runtime; any thread. A queue that refuses
-    /// it (shut down, full with policy `.reject`, a queue of a parent process) makes the job run here, on the
-    /// calling thread, rather than never; a full queue with policy `.block` blocks the calling thread until there
-    /// is room, and one with `.callerRuns` runs the job on the calling thread too.
+    /// Runs `job` as an operation of the queue. Called by the concurrency runtime; any thread. A job the queue
+    /// refuses still runs, rather than never: one refused by a shut-down queue or a full one with policy `.reject`
+    /// goes to the global concurrent executor (never run inside this call, which may be a `Task` initialiser or a
+    /// `signal()` resuming a task, in the middle of the caller's work); in a forked child, where that executor's
+    /// threads are gone, a queue of the parent process runs it here, on the calling thread. A full queue with
+    /// policy `.block` blocks the calling thread until there is room, and one with `.callerRuns` runs the job on
+    /// the calling thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         let priority = ExecutorJobOperation.queuePriority(for: job.priority)
-        let op = ExecutorJobOperation(job: UnownedJob(job), executor: self)
+        let unowned = UnownedJob(job)
+        let op = ExecutorJobOperation(job: unowned, executor: self)
         if priority != .normal { op.queuePriority = priority }
         // A new operation: refused only by a full queue whose policy refuses, a shut-down queue, or a queue of a
-        // parent process in a forked child. The job then runs here, on the calling thread, rather than never.
-        do { try self.queue.addOperation(op) } catch { try? op.start() }
+        // parent process in a forked child. A refused operation never starts, so the job is still ours to place.
+        do {
+            try self.queue.addOperation(op)
+        } catch SpindleError.forkedChild {
+            try? op.start()
+        } catch {
+            globalConcurrentExecutor.enqueue(ExecutorJob(unowned))
+        }
     }
 }
 

@@ -52,6 +52,22 @@ import Testing
         #expect(try await queue.awaitTermination(timeout: .seconds(10)))
     }
 
+    /// A refused job does not run inside the call that enqueued it (there it would run in the middle of whatever
+    /// that thread was doing: a `Task` initialiser, a `signal()` that resumes a task): it goes to the global
+    /// concurrent executor. Here the body waits for the creating thread to go on past `Task(…)`; run inside that
+    /// initialiser, it would time out instead.
+    @Test func aShutDownQueuesExecutorDoesNotRunAJobInsideTheCallThatEnqueuedIt() async throws {
+        let queue = try SpindleOperationQueue(name: "at-exec-closed-inline", maxConcurrentOperationCount: 1)
+        queue.shutdown()
+        let creatorWentOn = try SpindleSemaphore(value: 0)
+        let task = Task(executorPreference: queue.taskExecutor) { () -> Bool in
+            creatorWentOn.wait(timeout: .seconds(10))
+        }
+        _ = creatorWentOn.signal()
+        #expect(await task.value, "the body ran inside Task(executorPreference:), on the creating thread")
+        #expect(queue.snapshot().finished == 0)
+    }
+
     @Test func jobsRespectTheQueuesWidthAndSuspendedTasksHoldNoThread() async throws {
         // Width 1: at most one job at a time; yet 30 tasks can all be suspended at once, since a suspended task
         // holds neither the queue's slot nor its thread.
