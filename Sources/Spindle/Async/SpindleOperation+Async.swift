@@ -12,8 +12,10 @@ extension SpindleOperation {
     ///
     /// - Throws: `CancellationError` if the task is cancelled before the operation finished (at once if it was
     ///   already cancelled when it called); `SpindleError.waitOnSelf` when called from this operation's own
-    ///   async body (`SpindleAsyncOperation`); for a `SpindleGroupOperation`, `waitOnOwnGroup` from the async body
-    ///   of an operation inside it. Nothing changes then.
+    ///   async body (`SpindleAsyncOperation`) or a task created inside it (a `Task { }` too: it inherits the
+    ///   body's task-locals, and is not told apart from a child task the body awaits; use `Task.detached`); for a
+    ///   `SpindleGroupOperation`, `waitOnOwnGroup` from the async body of an operation inside it. Nothing changes
+    ///   then.
     public final func waitUntilFinished() async throws {
         try Task.checkCancellation()
         if self.currentState.isSettled { return }

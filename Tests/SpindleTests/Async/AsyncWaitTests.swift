@@ -110,6 +110,29 @@ import Testing
         #expect(outcome.all == [SpindleError.waitOnSelf(name: body.displayName).description])
     }
 
+    /// The documented limit: a `Task { }` made in the body inherits the body's marker and is told `waitOnSelf`
+    /// (Swift cannot tell it from a child the body awaits); a `Task.detached` made there waits for the end.
+    @Test func aTaskMadeInTheBodyIsInsideItADetachedOneWaitsForTheEnd() async throws {
+        let outcome = QTLog<String>()
+        let after = QTLog<Task<Bool, Never>>()
+        let body = SpindleAsyncOperation {
+            let op = SpindleAsyncOperation.currentInTask!
+            let inherited = Task { () -> String in
+                do { try await op.waitUntilFinished(); return "waited" } catch { return "\(error)" }
+            }
+            outcome.append(await inherited.value)
+            after.append(Task.detached { () -> Bool in
+                (try? await op.waitUntilFinished()) != nil && op.isFinished
+            })
+        }
+        let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 1)
+        try queue.addOperation(body)
+        try await body.waitUntilFinished()
+        #expect(outcome.all == [SpindleError.waitOnSelf(name: body.displayName).description])
+        #expect(after.all.count == 1)
+        for task in after.all { #expect(await task.value) }
+    }
+
     // MARK: Queues
 
     @Test func waitingForAnEmptyQueueReturnsAtOnce() async throws {
