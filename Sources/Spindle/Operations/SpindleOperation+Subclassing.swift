@@ -78,6 +78,9 @@ extension SpindleOperation {
             if current.propagatesFailure && !current.isCancelled && self.hasFailedDependency {
                 // The last gate of `cancelsOnFailedDependency`: nothing starts past a failed dependency.
                 self.cancel(for: .dependencyFailed)
+                // An override of cancel() that did not call super's left it uncancelled: cancel it here, or this
+                // loop would come back for ever.
+                if !self.currentState.isCancelled { self.markCancelled() }
                 current = self.currentState
                 continue
             }

@@ -381,7 +381,11 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
 
     /// Asks it to stop: sets `isCancelled` (no effect once finishing or finished). Not-yet-started operations
     /// become ready at once and will finish without running `main`; a running `main` should notice and return.
-    open func cancel() {
+    open func cancel() { self.markCancelled() }
+
+    /// What `cancel()` does, beyond the reach of an override: the failed-dependency gate (`claimExecution`) falls
+    /// back on it when an override did not call `super.cancel()`.
+    final func markCancelled() {
         var current = self.currentState
         while true {
             guard let next = current.cancelling() else { return }
