@@ -70,7 +70,7 @@
  *      inbox's order (newest-first stack, admitted oldest first) is left out.
  *   A8 Bounds (defaults): ADDERS 2 (OPS0 2 + OPS1 1 = 3 operations), LIMIT 2, MAXFAIL 2, MAXSPUR 2; the search
  *      depth stays under 500. Override with -D (ADDERS and LIMIT 1 or 2).
- *      10,325,851 states for the safety run and 16,019,183 for the progress run (3,394,374 and 5,003,650 before
+ *      10,988,134 states for the safety run and 16,757,663 for the progress run (3,394,374 and 5,003,650 before
  *      the hand-off rule).
  *
  * PROPERTIES
@@ -202,6 +202,8 @@
 /* [C_NONE]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:36 "if action == .none { break }" */
 /* [P_SIGNAL]       PIN Sources/Spindle/Queue/State/IdleWorkers+WakePlan.swift:62 "parker.unpark()" */
 /* [P_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Wake.swift:141 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
+/* [PA_SIGNAL]      PIN Sources/Spindle/Queue/QueueCore+Wake.swift:76 "case .signal(let parker): parker.unpark()" */
+/* [PA_SPAWN]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:77 "case .spawn(let index): self.spawnWorker(index)" */
 /* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:140 "plan.unparkAll()" */
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:141 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
 /* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:215 "let link = self.ready.popHighest()!" */
@@ -293,7 +295,7 @@
 /* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:163 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
 /* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:164 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
 /* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:165 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
-/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:316 "self.core.perform(self.core.widthChanged(requested: value))" */
+/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:321 "self.core.perform(self.core.widthChanged(requested: value))" */
 
 
 #ifndef LIMIT
@@ -551,8 +553,8 @@ inline spawnWorker() {
 /* perform(action), after unlocking. */
 inline perform(a) {
     if
-    :: ISSIG(a) -> unpark(a - SIG0)                          /* [P_SIGNAL] */
-    :: a == SPAWN -> spawnWorker()                           /* [P_SPAWN] */
+    :: ISSIG(a) -> unpark(a - SIG0)                          /* [P_SIGNAL] [PA_SIGNAL] */
+    :: a == SPAWN -> spawnWorker()                           /* [P_SPAWN] [PA_SPAWN] */
     :: else -> skip
     fi;
     a = NONE

@@ -195,48 +195,48 @@
 /* [SR_HANDBACK]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:205 "} else if !op._withUnsafeGuaranteedRef({ QueueCore.handBackLocked($0) }) {" */
 /* [TK_POP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:215 "let link = self.ready.popHighest()!" */
 /* [TK_SLOT]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:216 "self.stats.noteRunning(self.slots.take())" */
-/* [W_DEFER]         PIN Sources/Spindle/Operations/SpindleOperation.swift:367 "context.deferredFinish = true" */
+/* [W_DEFER]         PIN Sources/Spindle/Operations/SpindleOperation.swift:322 "context.deferredFinish = true" */
 /* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:304 "if freesSlot { self.slots.free() }" */
 /* [RV_WOKE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:82 "guard wake == .none else { return }" */
 /* [RV_PLAIN]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:83 "guard taken._withUnsafeGuaranteedRef({ type(of: $0) == SpindleBlockOperation.self }) else { return }" */
-/* [RV_THRESHOLD]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:85 "guard self.ready.count > threshold else { return }" */
-/* [RV_LOOP]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:88 "while count < QueueCore.batchSize - 1 && self.ready.count > threshold, let link = self.ready.peekHighest() {" */
-/* [RV_REMOVE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:96 "self.ready.remove(link)" */
-/* [RV_MOVE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:98 "op.placement.move(to: .reserved)  // the reservation holds the queue's reference now" */
-/* [RV_COUNT]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:107 "reservation.count = count" */
-/* [RV_EPOCH]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:108 "reservation.epoch = self.batchEpoch.load(ordering: .sequentiallyConsistent)" */
-/* [RV_PUBLISH]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:109 "reservation.next.store(0, ordering: .releasing)" */
-/* [RV_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:111 "reservation.mayHold = true" */
-/* [RV_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:112 "self.reservationHolders += 1" */
-/* [CL_LOAD]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:123 "let index = reservation.next.load(ordering: .acquiring)" */
-/* [CL_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:124 "guard index < reservation.count else { return nil }" */
-/* [CL_EPOCHQ]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:125 "if self.batchEpoch.load(ordering: .sequentiallyConsistent) != reservation.epoch {" */
-/* [CL_GIVEWAY]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:126 "self.lock.withLock { self.returnReservationLocked(reservation) }" */
-/* [CL_CAS]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:129 "let (won, _) = reservation.next.compareExchange(" */
-/* [CL_WON]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:131 "guard won, let link = reservation.slots[index] else { return nil }" */
-/* [CL_DISPATCH]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:132 "link._withUnsafeGuaranteedRef { QueueCore.markDispatching($0) }" */
-/* [RT_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:139 "if reservation.mayHold {" */
-/* [RT_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:141 "self.reservationHolders -= 1" */
-/* [RT_EXCHANGE]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:143 "let from = reservation.next.exchange(reservation.count, ordering: .acquiringAndReleasing)" */
-/* [RT_PUSHFRONT]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:150 "self.ready.pushFront(link, level: op.queuePriority.bucket)" */
-/* [RC_HOLDERSQ]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:160 "guard self.reservationHolders > 0 else { return false }" */
-/* [RC_EACH]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:161 "for reservation in self.reservations where reservation.mayHold {" */
-/* [RF_COND]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:173 "if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }" */
-/* [ST_SETTLE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:201 "if reservation.mayHold { self.returnReservationLocked(reservation) }" */
-/* [INV_EPOCH]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:207 "self.batchEpoch.add(1, ordering: .sequentiallyConsistent)" */
-/* [OF_FINISH]       PIN Sources/Spindle/Operations/SpindleOperation.swift:371 "queue._withUnsafeGuaranteedRef { $0.core.operationDidFinish(self) }" */
+/* [RV_THRESHOLD]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:87 "guard self.ready.count > threshold else { return }" */
+/* [RV_LOOP]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:90 "while count < QueueCore.batchSize - 1 && self.ready.count > threshold, let link = self.ready.peekHighest() {" */
+/* [RV_REMOVE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:98 "self.ready.remove(link)" */
+/* [RV_MOVE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:100 "op.placement.move(to: .reserved)  // the reservation holds the queue's reference now" */
+/* [RV_COUNT]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:109 "reservation.count = count" */
+/* [RV_EPOCH]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:110 "reservation.epoch = self.batchEpoch.load(ordering: .sequentiallyConsistent)" */
+/* [RV_PUBLISH]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:111 "reservation.next.store(0, ordering: .releasing)" */
+/* [RV_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:113 "reservation.mayHold = true" */
+/* [RV_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:114 "self.reservationHolders += 1" */
+/* [CL_LOAD]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:125 "let index = reservation.next.load(ordering: .acquiring)" */
+/* [CL_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:126 "guard index < reservation.count else { return nil }" */
+/* [CL_EPOCHQ]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:127 "if self.batchEpoch.load(ordering: .sequentiallyConsistent) != reservation.epoch {" */
+/* [CL_GIVEWAY]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:128 "self.lock.withLock { self.returnReservationLocked(reservation) }" */
+/* [CL_CAS]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:131 "let (won, _) = reservation.next.compareExchange(" */
+/* [CL_WON]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:133 "guard won, let link = reservation.slots[index] else { return nil }" */
+/* [CL_DISPATCH]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:134 "link._withUnsafeGuaranteedRef { QueueCore.markDispatching($0) }" */
+/* [RT_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:141 "if reservation.mayHold {" */
+/* [RT_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:143 "self.reservationHolders -= 1" */
+/* [RT_EXCHANGE]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:145 "let from = reservation.next.exchange(reservation.count, ordering: .acquiringAndReleasing)" */
+/* [RT_PUSHFRONT]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:152 "self.ready.pushFront(link, level: op.queuePriority.bucket)" */
+/* [RC_HOLDERSQ]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:162 "guard self.reservationHolders > 0 else { return false }" */
+/* [RC_EACH]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:163 "for reservation in self.reservations where reservation.mayHold {" */
+/* [RF_COND]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:175 "if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }" */
+/* [ST_SETTLE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:203 "if reservation.mayHold { self.returnReservationLocked(reservation) }" */
+/* [INV_EPOCH]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:209 "self.batchEpoch.add(1, ordering: .sequentiallyConsistent)" */
+/* [OF_FINISH]       PIN Sources/Spindle/Operations/SpindleOperation.swift:326 "queue._withUnsafeGuaranteedRef { $0.core.operationDidFinish(self) }" */
 /* [OF_LOCK]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:115 "self.lock.lock()" */
 /* [OF_UNLINK]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:116 "let dropsReference = self.unlinkFinishedLocked(op, into: &after)  // 1. the finish bookkeeping" */
 /* [OF_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:118 "self.reclaimForFreeSlotLocked()  // its slot is free: reserved operations may take it" */
 /* [OF_DECIDE]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:119 "after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake" */
-/* [SC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:326 "self.core.perform(self.core.suspensionChanged(to: newValue))" */
+/* [SC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:331 "self.core.perform(self.core.suspensionChanged(to: newValue))" */
 /* [SC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:173 "self.lockAndAdmit()  // 1. admit the inbox" */
 /* [SC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:175 "if !(suspended && self.lifecycle.isShutDown) { self.slots.setSuspended(suspended) }" */
 /* [SC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:176 "self.invalidateReservations()  // 3. reserved operations give way" */
 /* [SC_RESUMEQ]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:177 "if !suspended {  // 4. resuming: reserved operations come back if a slot is free, then whom to wake" */
 /* [SC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:178 "self.reclaimForFreeSlotLocked()" */
 /* [SC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:179 "after.wake = self.collectWakeActionsLocked()" */
-/* [WC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:316 "self.core.perform(self.core.widthChanged(requested: value))" */
+/* [WC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:321 "self.core.perform(self.core.widthChanged(requested: value))" */
 /* [WC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:159 "self.lockAndAdmit()  // 1. admit the inbox" */
 /* [WC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:160 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
 /* [WC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:161 "self.invalidateReservations()  // 3. reserved operations give way, and come back if a slot is free" */

@@ -287,13 +287,16 @@ extension SpindleOperation {
     /// the error first, so its finish marks it failed, then the reason and `cancel()`.
     private func failGate(condition: String, error: any Error) {
         let failure = SpindleError.conditionFailed(operation: self.displayName, condition: condition, underlying: error)
+        var replaced: (any Error)? = nil  // released after the lock (a class error's deinit is user code)
         let proceed = self.withLocked { l -> Bool in
             let s = self.currentState
             guard s.lifecycle < .finishing, !s.isCancelled else { return false }
+            replaced = l.error
             l.error = failure
             if l.cancellationReason == nil { l.cancellationReason = .conditionFailed }
             return true
         }
+        _ = replaced
         if proceed { self.cancel() }
     }
 

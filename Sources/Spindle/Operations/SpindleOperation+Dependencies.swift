@@ -40,8 +40,11 @@ extension SpindleOperation {
             if let group = groups.first(where: { $0 === operation }) {
                 throw .dependencyCycle(cycle: [self.displayName, "\(group.displayName) (contains \(self.displayName))"])
             }
-            if hasDependents || !groups.isEmpty,
-                let cycle = self.pathOfUnfinishedDependencies(from: operation, to: [self] + groups)
+            // Something waits for this one (dependents, the groups it is inside, or, for a group, its children): a
+            // path back to it from `operation` would close a cycle.
+            if hasDependents || !groups.isEmpty || self.isGroup,
+                let cycle = self.pathOfUnfinishedDependencies(from: operation, to: [self] + groups,
+                                                              startTarget: self.isGroup ? self : nil)
             {
                 throw .dependencyCycle(cycle: Self.describeCycle([self] + cycle, closingOn: self))
             }
@@ -164,35 +167,52 @@ extension SpindleOperation {
         return false
     }
 
-    /// Whether `start` (transitively, through unfinished operations) depends on `self`; returns the path
+    /// Whether `start` (transitively, through unfinished operations) waits for `self`; returns the path
     /// start → … → self if so. Called under `DependencyGraph.lock`.
     ///
-    /// Called only when `self` has dependents. Cost: one lock when `start` has no dependencies (the common way
-    /// graphs are built: new operations depend on older ones), otherwise a depth-first search of `start`'s unfinished
-    /// ancestry only; finished operations cannot be on a live cycle and are not entered.
+    /// What an operation waits for: its unfinished dependencies (their ends), and, inside a group that has not
+    /// started, that group's start (its children run only once it does, so they wait for what it waits for). A
+    /// target reached through a dependency is reached; one reached as a group's start only when it is
+    /// `startTarget` (a group, in `addDependency`: its own start is what the new link holds back). A group's own
+    /// children are not followed (a group keeps no list of them).
+    ///
+    /// Cost: a lock or two when `start` has no dependencies and is in no group (the common way graphs are built:
+    /// new operations depend on older ones), otherwise a depth-first search of `start`'s unfinished ancestry only;
+    /// finished operations cannot be on a live cycle and are not entered.
     ///
     /// `targets`: the search ends at the first of them it reaches (`self`, and the groups `self` is inside).
-    func pathOfUnfinishedDependencies(from start: SpindleOperation, to targets: [SpindleOperation])
-        -> [SpindleOperation]?
+    func pathOfUnfinishedDependencies(from start: SpindleOperation, to targets: [SpindleOperation],
+                                      startTarget: SpindleOperation? = nil) -> [SpindleOperation]?
     {
-        guard start.withLocked({ !$0.dependencies.isEmpty }) else { return nil }
-        var visited: Set<ObjectIdentifier> = [ObjectIdentifier(start)]
-        var stack: [(SpindleOperation, Int)] = [(start, 0)]
+        /// What `node` waits for: its dependencies (reached as ends), then its group if that has not started yet.
+        func waitsFor(_ node: SpindleOperation) -> [(SpindleOperation, asStart: Bool)] {
+            let (deps, parent) = node.withLocked { ($0.dependencies.array, $0.parentGroup) }
+            var next = deps.map { ($0, asStart: false) }
+            if let parent, parent.currentState.lifecycle < .executing { next.append((parent, asStart: true)) }
+            return next
+        }
+        struct Key: Hashable {
+            let node: ObjectIdentifier
+            let asStart: Bool
+        }
+        let first = waitsFor(start)
+        if first.isEmpty { return nil }
+        var visited: Set<Key> = [Key(node: ObjectIdentifier(start), asStart: false)]
+        var stack: [(successors: [(SpindleOperation, asStart: Bool)], index: Int)] = [(first, 0)]
         var path: [SpindleOperation] = [start]
-        while let (node, index) = stack.last {
-            let deps = node.withLocked { $0.dependencies.array }
-            if index >= deps.count {
+        while let (successors, index) = stack.last {
+            if index >= successors.count {
                 stack.removeLast()
                 path.removeLast()
                 continue
             }
-            stack[stack.count - 1].1 = index + 1
-            let next = deps[index]
-            if targets.contains(where: { $0 === next }) { return path + [next] }
-            guard next.currentState.lifecycle != .finished, visited.insert(ObjectIdentifier(next)).inserted else {
-                continue
-            }
-            stack.append((next, 0))
+            stack[stack.count - 1].index = index + 1
+            let (next, asStart) = successors[index]
+            if asStart ? next === startTarget : targets.contains(where: { $0 === next }) { return path + [next] }
+            guard next.currentState.lifecycle != .finished,
+                visited.insert(Key(node: ObjectIdentifier(next), asStart: asStart)).inserted
+            else { continue }
+            stack.append((waitsFor(next), 0))
             path.append(next)
         }
         return nil

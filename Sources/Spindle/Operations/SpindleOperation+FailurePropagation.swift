@@ -42,3 +42,15 @@ extension SpindleOperation {
         }
     }
 }
+
+extension SpindleOperation {
+    /// Keeps `error` as the operation's error. An earlier one is released after the lock: a class error's deinit is
+    /// user code, which never runs under a lock of ours.
+    final func replaceError(with error: any Error) {
+        let replaced = self.withLocked { l -> (any Error)? in
+            defer { l.error = error }
+            return l.error
+        }
+        _ = replaced
+    }
+}

@@ -59,8 +59,11 @@ extension SpindleOperation {
 
     /// `enterExecution` without finishing a cancelled operation: a group finishes unrun only once its children are
     /// through. Throws as `start()`.
+    ///
+    /// `byItsQueue`: the queue's own start of a plain block operation (`startAsItsQueue`), whose `start()` cannot
+    /// hop to another thread; its public `start()` is then refused while it is `dispatching`.
     @inline(__always)
-    final func claimExecution() throws(SpindleError) -> ExecutionClaim {
+    final func claimExecution(byItsQueue: Bool = false) throws(SpindleError) -> ExecutionClaim {
         var current = self.currentState
         while true {
             switch current.lifecycle {
@@ -70,7 +73,7 @@ extension SpindleOperation {
             case .dispatching:
                 // Taken by a worker: the queue's to start until it called `start()`; from then on that start() code
                 // claims it, on any thread (it may hop to another, as Foundation code does with the main thread).
-                guard self.queueCalledStart.load(ordering: .acquiring) else {
+                guard byItsQueue || self.queueCalledStart.load(ordering: .acquiring) else {
                     throw .operationEnqueued(name: self.displayName)
                 }
             case .idle: break
@@ -119,7 +122,7 @@ extension SpindleOperation {
                                                     now: self.currentState))
         }
         guard done else { return OperationState(raw: seen) }
-        if drain { self.drainObservations() }
+        if drain { self.drainObservationsOnStartPath() }
         return nil
     }
 
@@ -132,6 +135,12 @@ extension SpindleOperation {
             guard self.currentState.lifecycle == .executing else { return false }
             return l.recordObservation(.isExecuting, from: .bool(false), to: .bool(true), now: self.currentState)
         }
-        if drain { self.drainObservations() }
+        if drain { self.drainObservationsOnStartPath() }
+    }
+
+    /// Tells observers of its move to `executing`, on its start path (before `main`): a wait for it there would wait
+    /// for itself, and its queue counts it, as from its completion block.
+    private final func drainObservationsOnStartPath() {
+        ThreadContext.current.asCompleting(self, of: self.owningQueue) { self.drainObservations() }
     }
 }

@@ -200,7 +200,14 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
     /// changes at that moment: that thread then delivers `did isFinished` too, possibly while the block runs).
     public final var completionBlock: (@Sendable () -> Void)? {
         get { self.withLocked { $0.completionBlock } }
-        set { self.withLocked { $0.completionBlock = newValue } }
+        set {
+            // The old block is released after the lock: its captures' deinits are user code.
+            let replaced = self.withLocked { l -> (@Sendable () -> Void)? in
+                defer { l.completionBlock = newValue }
+                return l.completionBlock
+            }
+            _ = replaced
+        }
     }
 
     // MARK: - Running
@@ -225,59 +232,6 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         self.completeExecution(error: nil)
     }
 
-    /// The default `start` path, minus the final `completeExecution`: runs `main` with the thread priority and the
-    /// current-operation marker set, and records a thrown error.
-    final func runMainOnThisThread() {
-        ThreadContext.withCurrent { self.runMain(in: $0) }
-    }
-
-    private func runMain(in context: ThreadContext) {
-        self.runAsCurrent(in: context) {
-            do {
-                try self.main()
-            } catch {
-                self.withLocked { $0.error = error }
-            }
-        }
-    }
-
-    /// Runs `body` on this thread as this operation's work (its `main`, or a block operation's blocks on a helper
-    /// thread): `SpindleOperation.current` and the self-wait checks see it, and the thread runs at its thread
-    /// priority; both are put back afterwards.
-    @inline(__always)
-    final func runAsCurrent(in context: ThreadContext, _ body: () -> Void) {
-        let previous = context.operationRef
-        if let previous { context.outerOperations.append(previous) }  // started inside another's `main`
-        context.operationRef = Unmanaged.passUnretained(self)
-        // One atomic load on the operation and one on the thread in the common case (both 0.5): no syscall, no
-        // lock, no reference counting.
-        let wanted = self.hasThreadPriority.load(ordering: .relaxed) ? self.threadPriority : 0.5
-        let current = context.threadPriority
-        var restore: Double? = nil
-        if current != wanted {
-            restore = current
-            context.thread.setPriority(wanted)
-        }
-        body()
-        if let restore { context.thread.setPriority(restore) }
-        context.operationRef = previous
-        if previous != nil { context.outerOperations.removeLast() }
-    }
-
-    /// Moves into `executing` (emitting the isExecuting change) and returns true; or, if cancelled before it ran,
-    /// finishes it unrun and returns false; or returns false if already finished.
-    /// - Throws: as `start()`.
-    @inline(__always)
-    final func enterExecution() throws(SpindleError) -> Bool {
-        switch try self.claimExecution() {
-        case .claimed: return true
-        case .cancelled:
-            self.completeExecution(error: nil)
-            return false
-        case .finished: return false
-        }
-    }
-
     /// The one finish path: executing (or cancelled and unstarted) → finishing → finished, then the observers, the
     /// owning queue's `didFinish` hook, the completion block, dependents, the owning queue and finally the waiters,
     /// in that order. Returns false (doing nothing) if
@@ -294,16 +248,23 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         }
         // Only the winner reports: a losing finish() delivers nothing (so nothing can follow `did isFinished`).
         if self.hasObservers.load(ordering: .relaxed) {
-            if current.lifecycle == .executing { self.emitFlag(.isExecuting, to: false) }
-            self.emitFlag(.isFinished, to: true, did: false)
+            // Observers told here are on its finish path: waiting for it there would wait for itself.
+            ThreadContext.current.asCompleting(self, of: self.owningQueue) {
+                if current.lifecycle == .executing { self.emitFlag(.isExecuting, to: false) }
+                self.emitFlag(.isFinished, to: true, did: false)
+            }
         }
         // finishing → finished under the lock; take everything the rest of the path needs. Without a completion
         // block nothing runs between finishing and releasing the dependents, so they are taken here too (one lock
         // round trip fewer); otherwise only after the block returned.
         var dependents = InlineFirstList<Unmanaged<SpindleOperation>>()
+        var replaced: (any Error)? = nil  // an earlier error, released after the lock (a class error's deinit)
         let (completion, queue, drain, failed, deadline) = self.withLocked {
             l -> ((@Sendable () -> Void)?, Unmanaged<SpindleOperationQueue>?, Bool, Bool, DeadlineEntry?) in
-            if let error { l.error = error }
+            if let error {
+                replaced = l.error
+                l.error = error
+            }
             let failedBit = l.extras?.error != nil ? OperationState.failedBit : 0
             var s = self.currentState
             while true {
@@ -325,19 +286,13 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             // no failure to its dependents (`cancelsOnFailedDependency`).
             return (completion, l.queue.take(), drain, (failedBit != 0 || s.isCancelled) && !self.isBarrier, deadline)
         }
+        _ = replaced
         if let deadline { DeadlineTimer.shared.remove(deadline) }
-        if drain { self.drainObservations() }
+        if drain { ThreadContext.current.asCompleting(self, of: queue?.takeUnretainedValue()) { self.drainObservations() } }
         if let queue { queue._withUnsafeGuaranteedRef { $0.core.tellHooksDidFinish(self) } }  // one load without hooks
         if let completion {
             // Mark the thread, so a completion block that waits for its own operation is told, not deadlocked.
-            let context = ThreadContext.current
-            let outer = context.completing
-            let outerQueue = context.completingQueue
-            context.completing = self
-            context.completingQueue = queue?.takeUnretainedValue()
-            completion()
-            context.completing = outer
-            context.completingQueue = outerQueue
+            ThreadContext.current.asCompleting(self, of: queue?.takeUnretainedValue(), completion)
             // Dependents are released only now, after the completion block returned; a dependency added until
             // this point is still counted (see addDependency).
             dependents = self.withLocked { l in

@@ -31,6 +31,19 @@ final class ThreadContext {
     /// The queue that owned `completing` (its members still count it until the completion block returns, so
     /// waiting for that queue from the block can never end: `waitUntilAllOperationsAreFinished` throws).
     @exclusivity(unchecked) unowned(unsafe) var completingQueue: SpindleOperationQueue?
+
+    /// Runs `body` (user code on `op`'s own finish or start path: its completion block, its queue's `didFinish`
+    /// hook, its observers told there) with this thread marked as `op`'s completer, so that a wait there for `op`
+    /// (`waitOnSelf`) or for `queue` (`waitOnOwnQueue`) is told instead of waiting for itself.
+    func asCompleting(_ op: SpindleOperation, of queue: SpindleOperationQueue?, _ body: () -> Void) {
+        let outer = self.completing
+        let outerQueue = self.completingQueue
+        self.completing = op
+        self.completingQueue = queue
+        body()
+        self.completing = outer
+        self.completingQueue = outerQueue
+    }
     /// The queue whose worker is this thread, while it runs one of that queue's operations.
     @exclusivity(unchecked) unowned(unsafe) var queue: SpindleOperationQueue?
     /// Whether this thread is a worker of some queue (for shutdown: a worker never joins itself), or a pool thread

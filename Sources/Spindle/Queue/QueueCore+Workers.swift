@@ -284,9 +284,13 @@ extension QueueCore {
         self.tellHooksWillStart(op)  // one load without hooks (SpindleOperationQueue+Hooks)
         let outer = context.starting
         context.starting = Unmanaged.passUnretained(op).toOpaque()
-        op.queueIsCallingStart()  // from here its own start() may claim it, on any thread
         do {
-            try op.start()
+            if type(of: op) == SpindleBlockOperation.self {
+                try op.startAsItsQueue()  // only this call may claim it (no start() of its own to hop with)
+            } else {
+                op.queueIsCallingStart()  // from here its own start() may claim it, on any thread
+                try op.start()
+            }
             context.starting = outer
         } catch {
             context.starting = outer

@@ -115,13 +115,6 @@ extension QueueHookBox {
     func didFinish(_ op: SpindleOperation, on queue: SpindleOperationQueue) {
         guard let hook = self.hooks.didFinish else { return }
         let error = op.error
-        let context = ThreadContext.current
-        let outer = context.completing
-        let outerQueue = context.completingQueue
-        context.completing = op
-        context.completingQueue = queue
-        hook(queue, op, error)
-        context.completing = outer
-        context.completingQueue = outerQueue
+        ThreadContext.current.asCompleting(op, of: queue) { hook(queue, op, error) }
     }
 }

@@ -21,7 +21,8 @@ extension SpindleOperationQueue {
 
     /// Blocks until the queue has no operations (including ones added while waiting).
     /// - Throws: `waitOnOwnQueue` when called from one of this queue's operations (its `main`, or its completion
-    ///   block on whatever thread it runs); `forkedChild` for a queue of a parent process.
+    ///   block on whatever thread it runs) or from code one of its workers runs outside them (a finished
+    ///   operation's deinit); `forkedChild` for a queue of a parent process.
     public func waitUntilAllOperationsAreFinished() throws(SpindleError) {
         _ = try self.waitUntilAllOperationsAreFinished(until: .distantFuture)
     }
@@ -33,7 +34,11 @@ extension SpindleOperationQueue {
 
     /// As `waitUntilAllOperationsAreFinished()`, giving up at `deadline`; returns whether the queue drained.
     public func waitUntilAllOperationsAreFinished(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
-        if self.isOwnQueueOfCallingThread { throw .waitOnOwnQueue(name: self.name) }
+        // Also from user code a worker runs outside an operation (a deinit of a finished one): as the termination
+        // wait, since the worker it would wait on is this thread.
+        if self.isOwnQueueOfCallingThread || ThreadContext.current.workerOf === self.core {
+            throw .waitOnOwnQueue(name: self.name)
+        }
         try self.refuseIfInheritedAcrossFork()
         let core = self.core
         return ThreadContext.current.blocking {  // on a pool thread, another may serve meanwhile

@@ -277,10 +277,15 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
 
     // MARK: - Settings
 
-    /// The queue's name (default "SpindleOperationQueue N"). Thread-safe.
+    /// The queue's name (default "SpindleOperationQueue N"). Thread-safe. In a forked child, a queue of the parent
+    /// keeps its name (setting it does nothing: its lock may have been held at the fork).
     public var name: String {
         get { self.isInheritedAcrossFork ? self.core.name : self.core.lock.withLock { self.core.name } }
-        set { self.core.lock.withLock { self.core.name = newValue } }
+        set {
+            // A queue of a parent process never takes its lock (see `isInheritedAcrossFork`): the name stays.
+            guard !self.isInheritedAcrossFork else { return }
+            self.core.lock.withLock { self.core.name = newValue }
+        }
     }
 
     /// How many operations may run at once; `defaultMaxConcurrentOperationCount` (-1) means the CPU count.

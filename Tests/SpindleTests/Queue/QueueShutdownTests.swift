@@ -388,10 +388,11 @@ import Testing
         let workers = queue.core.lock.withLock { queue.core.idle.threads }
         #expect(workers.count == 1)
         queue.shutdown()
-        // Its jobs are refused by the shut-down queue and run where they are enqueued: the first on this thread,
-        // the resumption on the worker that signals the termination, after that worker left its loop.
+        // Its jobs are refused by the shut-down queue and run on the global concurrent executor (they once ran
+        // where they were enqueued: the resumption on the worker that signals the termination, after that worker
+        // left its loop). Polled with yields: a blocked cooperative thread could be the one that job needs.
         let waiter = Task(executorPreference: queue.taskExecutor) { try await queue.awaitTermination() }
-        #expect(qtWaitUntil { queue.core.lock.withLock { !queue.core.terminationWaiters.isEmpty } }, "waiting")
+        #expect(await atEventually { queue.core.lock.withLock { !queue.core.terminationWaiters.isEmpty } }, "waiting")
         gate.open()
         try await waiter.value
         for worker in workers {

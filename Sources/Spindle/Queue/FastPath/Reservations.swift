@@ -81,7 +81,9 @@ extension QueueCore {
     ) {
         guard wake == .none else { return }
         guard taken._withUnsafeGuaranteedRef({ type(of: $0) == SpindleBlockOperation.self }) else { return }
-        let threshold = self.slots.limit * QueueCore.batchThresholdPerSlot
+        // Saturating: a width near `Int.max` (valid: "as many as there is work for") reserves nothing.
+        let (product, overflow) = self.slots.limit.multipliedReportingOverflow(by: QueueCore.batchThresholdPerSlot)
+        let threshold = overflow ? Int.max : product
         guard self.ready.count > threshold else { return }
         var count = 0
         var floor = self.floorLocked

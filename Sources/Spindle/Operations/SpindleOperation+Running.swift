@@ -1,0 +1,66 @@
+/// Running an operation on the calling thread: the queue's start of a plain block operation, `main` with the
+/// current-operation marker and thread priority set, and the claim that moves it into `executing`. Final helpers
+/// of `start()` (which stays in the class body, as subclasses override it).
+extension SpindleOperation {
+    /// A queue worker's start of a plain `SpindleBlockOperation` (its exact class: `start()` is this class's, so it
+    /// cannot hop to another thread): as `start()`, but only this call claims it, so a `start()` from another thread
+    /// racing the worker is refused (`operationEnqueued`) instead of running it beside the worker's batch.
+    final func startAsItsQueue() throws(SpindleError) {
+        guard try self.enterExecution(byItsQueue: true) else { return }
+        self.runMainOnThisThread()
+        self.completeExecution(error: nil)
+    }
+
+    /// The default `start` path, minus the final `completeExecution`: runs `main` with the thread priority and the
+    /// current-operation marker set, and records a thrown error.
+    final func runMainOnThisThread() {
+        ThreadContext.withCurrent { self.runMain(in: $0) }
+    }
+
+    private func runMain(in context: ThreadContext) {
+        self.runAsCurrent(in: context) {
+            do {
+                try self.main()
+            } catch {
+                self.replaceError(with: error)
+            }
+        }
+    }
+
+    /// Runs `body` on this thread as this operation's work (its `main`, or a block operation's blocks on a helper
+    /// thread): `SpindleOperation.current` and the self-wait checks see it, and the thread runs at its thread
+    /// priority; both are put back afterwards.
+    @inline(__always)
+    final func runAsCurrent(in context: ThreadContext, _ body: () -> Void) {
+        let previous = context.operationRef
+        if let previous { context.outerOperations.append(previous) }  // started inside another's `main`
+        context.operationRef = Unmanaged.passUnretained(self)
+        // One atomic load on the operation and one on the thread in the common case (both 0.5): no syscall, no
+        // lock, no reference counting.
+        let wanted = self.hasThreadPriority.load(ordering: .relaxed) ? self.threadPriority : 0.5
+        let current = context.threadPriority
+        var restore: Double? = nil
+        if current != wanted {
+            restore = current
+            context.thread.setPriority(wanted)
+        }
+        body()
+        if let restore { context.thread.setPriority(restore) }
+        context.operationRef = previous
+        if previous != nil { context.outerOperations.removeLast() }
+    }
+
+    /// Moves into `executing` (emitting the isExecuting change) and returns true; or, if cancelled before it ran,
+    /// finishes it unrun and returns false; or returns false if already finished.
+    /// - Throws: as `start()`.
+    @inline(__always)
+    final func enterExecution(byItsQueue: Bool = false) throws(SpindleError) -> Bool {
+        switch try self.claimExecution(byItsQueue: byItsQueue) {
+        case .claimed: return true
+        case .cancelled:
+            self.completeExecution(error: nil)
+            return false
+        case .finished: return false
+        }
+    }
+}
