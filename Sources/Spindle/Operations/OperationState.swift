@@ -149,11 +149,19 @@ struct OperationState: Equatable, Sendable, CustomStringConvertible {
         return next
     }
 
-    /// One more unfinished dependency: only before a worker or `start()` took it, and not once scheduled (a
-    /// dependency added after the queue found it ready does not hold it back, as with Apple's queues).
+    /// One more unfinished dependency: only before a worker or `start()` took it, and not once scheduled (one
+    /// scheduled is held back by `unschedulingAddingPendingDependency`, with its queue's lock).
     func addingPendingDependency() -> OperationState? {
         guard self.lifecycle <= .enqueued, !self.isScheduled, !self.isGateOpened else { return nil }
         return OperationState(raw: self.raw &+ Self.pendingOne)
+    }
+
+    /// One more unfinished dependency for an operation its queue found ready (`scheduled`, waiting in a bucket)
+    /// that no worker has taken: back to waiting, `scheduled` cleared (its queue takes it out of the bucket under its
+    /// lock, `QueueCore.holdBackReady`). Not for a cancelled one (ready whatever it waits for) or a gated one.
+    func unschedulingAddingPendingDependency() -> OperationState? {
+        guard self.lifecycle == .enqueued, self.isScheduled, !self.isCancelled, !self.isGated else { return nil }
+        return OperationState(raw: (self.raw & ~Self.scheduledBit) &+ Self.pendingOne)
     }
 
     /// One dependency fewer (it finished, or was removed).

@@ -12,8 +12,10 @@ extension SpindleOperation {
     public final var dependencies: [SpindleOperation] { self.withLocked { $0.dependencies.array } }
 
     /// Makes this operation wait until `operation` has finished (across queues too). Adding the same dependency
-    /// again does nothing. A dependency added after this operation started, or after its queue found it ready,
-    /// is listed but does not hold it back.
+    /// again does nothing. One added while it waits in a queue holds it back until `operation` has finished (also
+    /// when the queue had found it ready, unless a worker has taken it); one added after it started (or was taken
+    /// to start), once it is cancelled, or to an operation with conditions or exclusivity categories that its queue
+    /// has already let through, is listed but does not hold it back.
     ///
     /// - Throws: `selfDependency` for `addDependency(self)`; `dependencyCycle` (naming the operations on the
     ///   cycle) when `operation` already waits, directly or not, for this one, or for a `SpindleGroupOperation` this
@@ -51,10 +53,26 @@ extension SpindleOperation {
             // Count it until `operation` has released its dependents (after its completion block), atomically
             // with that step (under its lock).
             let wasReady = self.isReady
-            let counted = operation.withLocked { upstream -> Bool in
-                guard !operation.dependentsReleased, self.addPendingDependency() else { return false }
-                upstream.dependents.append(Unmanaged.passUnretained(self))
-                return true
+            let counted: Bool
+            if self.currentState.unschedulingAddingPendingDependency() != nil, let queue = self.owningQueue {
+                // Its queue found it ready, but no worker has taken it yet (a suspended or busy queue): out of its
+                // bucket again, under the queue's lock, and counted (Foundation's "not ready until its
+                // dependencies have finished" for an operation waiting in a queue).
+                counted = queue.core.holdBackReady(self) {
+                    operation.withLocked { upstream -> Bool in
+                        guard !operation.dependentsReleased,
+                            self.advanceState({ $0.unschedulingAddingPendingDependency() }).moved
+                        else { return false }
+                        upstream.dependents.append(Unmanaged.passUnretained(self))
+                        return true
+                    }
+                }
+            } else {
+                counted = operation.withLocked { upstream -> Bool in
+                    guard !operation.dependentsReleased, self.addPendingDependency() else { return false }
+                    upstream.dependents.append(Unmanaged.passUnretained(self))
+                    return true
+                }
             }
             let drain = self.withLocked { l -> Bool in
                 let extras = l.more

@@ -136,6 +136,22 @@ extension QueueCore {
         }
     }
 
+    /// A dependency is being added to `op`, a member this queue found ready (`scheduled`) that no worker has taken:
+    /// if it waits in a bucket (reservations are given back first; a reserved one may have been claimed
+    /// meanwhile), `count` decides (it runs under this lock: the upstream's lock, and the state word's move back to
+    /// waiting), and a counted one leaves its bucket. It is pushed again when its count reaches zero, or on a
+    /// cancel. Returns whether it was counted. Wakes nobody.
+    func holdBackReady(_ op: SpindleOperation, counting count: () -> Bool) -> Bool {
+        self.lockAndAdmit()
+        defer { self.lock.unlock() }
+        if op.placement == .reserved { _ = self.reclaimReservationsLocked() }
+        guard op.placement == .ready, !op.isBarrier, count() else { return false }
+        let link = Unmanaged.passUnretained(op)
+        self.ready.remove(link)
+        op.placement.move(to: .pending)
+        return true
+    }
+
     /// A task starts awaiting the drain: registers `semaphore` unless the queue is empty already (then returns
     /// false: nothing to await).
     func asyncDrainWaitBegan(_ semaphore: SpindleSemaphore) -> Bool {

@@ -68,6 +68,83 @@ import Testing
     }
 }
 
+extension OperationsReviewTests {
+    /// The usual Foundation pattern: suspend, add, wire the dependencies, resume. `b` lists unfinished `a`, so it
+    /// must not be ready and must not start before `a` has finished (SEMANTICS E32; Apple: "not considered ready
+    /// until all of its dependent operations have finished"; only an executing operation is exempt, E35).
+    @Test func revDependencyAddedWhileWaitingInASuspendedQueueHoldsTheOperationBack() throws {
+        let queue = try SpindleOperationQueue(name: "rev-late-dep", maxConcurrentOperationCount: 1)
+        queue.isSuspended = true
+        let log = OpLog<String>()
+        let a = SpindleBlockOperation { log.add("a") }
+        let b = SpindleBlockOperation { log.add("b") }
+        try queue.addOperations([b, a])
+        try b.addDependency(a)
+        #expect(b.dependencies == [a])
+        #expect(!b.isReady, "b lists unfinished a but reports ready: \(b)")
+        queue.isSuspended = false
+        #expect(try b.waitUntilFinished(timeout: opDeadline))
+        #expect(try a.waitUntilFinished(timeout: opDeadline))
+        #expect(log.all == ["a", "b"])
+    }
+
+    /// The same in a busy queue that is not suspended: `b` waits in its bucket behind a running operation when the
+    /// dependency is added; `a` runs on another queue.
+    @Test func aDependencyAddedWhileWaitingBehindARunningOperationHoldsItBack() throws {
+        let queue = try SpindleOperationQueue(name: "rev-late-dep-busy", maxConcurrentOperationCount: 1)
+        let other = try SpindleOperationQueue(name: "rev-late-dep-other", maxConcurrentOperationCount: 1)
+        let log = OpLog<String>()
+        let blockerRuns = opSemaphore(), releaseBlocker = opSemaphore(), releaseA = opSemaphore()
+        queue.addOperation {
+            blockerRuns.signal()
+            _ = releaseBlocker.wait(timeout: opDeadline)
+        }
+        #expect(blockerRuns.wait(timeout: opDeadline))
+        let b = SpindleBlockOperation { log.add("b") }
+        try queue.addOperation(b)
+        let a = SpindleBlockOperation {
+            _ = releaseA.wait(timeout: opDeadline)
+            log.add("a")
+        }
+        let probeRan = opSemaphore()
+        queue.addOperation { probeRan.signal() }  // behind b: it runs first only if b is held back
+        _ = queue.snapshot()  // admits the adds: b is found ready and waits in its bucket
+        try b.addDependency(a)
+        #expect(!b.isReady)
+        try other.addOperation(a)
+        releaseBlocker.signal()  // the slot comes free while a still waits
+        #expect(probeRan.wait(timeout: opDeadline))
+        #expect(log.all.isEmpty, "b ran before its dependency")
+        releaseA.signal()
+        #expect(try b.waitUntilFinished(timeout: opDeadline))
+        #expect(log.all == ["a", "b"])
+    }
+
+    /// Held back, then cancelled: it finishes unrun without waiting for the dependency (a cancelled operation is
+    /// ready); a dependency that had already finished when added holds nothing back.
+    @Test func aHeldBackOperationCancelledFinishesAndAFinishedDependencyHoldsNothing() throws {
+        let queue = try SpindleOperationQueue(name: "rev-late-dep-cancel", maxConcurrentOperationCount: 1)
+        queue.isSuspended = true
+        let never = SpindleBlockOperation {}
+        let b = SpindleBlockOperation { Issue.record("b ran") }
+        try queue.addOperation(b)
+        try b.addDependency(never)
+        #expect(!b.isReady)
+        b.cancel()
+        queue.isSuspended = false
+        #expect(try b.waitUntilFinished(timeout: opDeadline))
+        let done = SpindleBlockOperation {}
+        try done.start()
+        queue.isSuspended = true
+        let c = SpindleBlockOperation {}
+        try queue.addOperation(c)
+        try c.addDependency(done)
+        #expect(c.isReady && c.dependencies == [done])
+        queue.isSuspended = false
+        #expect(try c.waitUntilFinished(timeout: opDeadline))
+    }
+}
+
 /// Reads the operation's name (which takes its lock) when released.
 private final class RevDeinitProbe: @unchecked Sendable {
     let op: SpindleOperation
