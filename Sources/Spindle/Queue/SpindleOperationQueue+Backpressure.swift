@@ -188,6 +188,8 @@ extension SpindleOperationQueue {
     /// operation inside a `SpindleGroupOperation` of this queue (at any depth): it may hold the slot or the room it
     /// would wait for (a group holds its slot until its children are through).
     var isOwnQueueOfCallingThread: Bool {
+        // A queue served by a run loop (the main queue): the loop's thread is its one worker, in or out of an operation.
+        if let loop = self.core.servingRunLoop, loop.isOwnedByCurrentThread { return true }
         let context = ThreadContext.current
         if context.queue === self || context.completingQueue === self { return true }
         return self.isOwnQueue(of: context.operation) || self.isOwnQueue(of: context.completing)

@@ -37,4 +37,24 @@ struct FifthRoundFixesTests {
         #expect(stubborn.cancelCalls.load(ordering: .relaxed) >= 1)
         #expect(try queue.waitUntilAllOperationsAreFinished(until: .after(.seconds(10))))
     }
+
+    /// A queue served by a run loop (as the main queue is by the main thread): a drain wait from the loop's own
+    /// thread, outside any operation, waited for work only that thread could run. It throws `waitOnOwnQueue`.
+    @Test func aDrainWaitFromTheThreadServingTheQueueIsRefused() throws {
+        let outcome = SpindleLockedValue("not run")
+        try runJoinableThreads(1, name: "serving") { _ in
+            let loop = SpindleRunLoop.current
+            let queue = SpindleOperationQueue(name: "served", servedBy: loop)
+            let ran = Atomic<Bool>(false)
+            queue.addOperation { ran.store(true, ordering: .relaxed) }
+            let seen: String
+            do { seen = "returned \(try queue.waitUntilAllOperationsAreFinished(timeout: .seconds(3)))" } catch {
+                seen = "\(error)"
+            }
+            outcome.withLockedValue { $0 = seen }
+            // Serve it, so nothing is left behind.
+            while !ran.load(ordering: .relaxed) { _ = try? loop.runOnce(before: .after(.seconds(1))) }
+        }
+        #expect(outcome.withLockedValue { $0 } == SpindleError.waitOnOwnQueue(name: "served").description)
+    }
 }
