@@ -195,7 +195,7 @@
 /* [SR_HANDBACK]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:205 "} else if !op._withUnsafeGuaranteedRef({ QueueCore.handBackLocked($0) }) {" */
 /* [TK_POP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:215 "let link = self.ready.popHighest()!" */
 /* [TK_SLOT]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:216 "self.stats.noteRunning(self.slots.take())" */
-/* [W_DEFER]         PIN Sources/Spindle/Operations/SpindleOperation.swift:322 "context.deferredFinish = true" */
+/* [W_DEFER]         PIN Sources/Spindle/Operations/SpindleOperation.swift:309 "context.deferredFinish = true" */
 /* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:304 "if freesSlot { self.slots.free() }" */
 /* [RV_WOKE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:82 "guard wake == .none else { return }" */
 /* [RV_PLAIN]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:83 "guard taken._withUnsafeGuaranteedRef({ type(of: $0) == SpindleBlockOperation.self }) else { return }" */
@@ -224,7 +224,7 @@
 /* [RF_COND]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:175 "if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }" */
 /* [ST_SETTLE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:203 "if reservation.mayHold { self.returnReservationLocked(reservation) }" */
 /* [INV_EPOCH]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:209 "self.batchEpoch.add(1, ordering: .sequentiallyConsistent)" */
-/* [OF_FINISH]       PIN Sources/Spindle/Operations/SpindleOperation.swift:326 "queue._withUnsafeGuaranteedRef { $0.core.operationDidFinish(self) }" */
+/* [OF_FINISH]       PIN Sources/Spindle/Operations/SpindleOperation.swift:313 "queue._withUnsafeGuaranteedRef { $0.core.operationDidFinish(self) }" */
 /* [OF_LOCK]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:115 "self.lock.lock()" */
 /* [OF_UNLINK]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:116 "let dropsReference = self.unlinkFinishedLocked(op, into: &after)  // 1. the finish bookkeeping" */
 /* [OF_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:118 "self.reclaimForFreeSlotLocked()  // its slot is free: reserved operations may take it" */

@@ -53,4 +53,15 @@ extension SpindleOperation {
         }
         _ = replaced
     }
+
+    /// Takes its error out and lets it go after the lock (the finish path, before it stores a new one). Out of line:
+    /// called only by a finish with an error.
+    @inline(never)
+    final func dropEarlierError() {
+        let earlier = self.withLocked { l -> (any Error)? in
+            defer { l.error = nil }
+            return l.error
+        }
+        _ = earlier
+    }
 }

@@ -63,4 +63,36 @@ extension SpindleOperation {
         case .finished: return false
         }
     }
+
+    // The finish path's parts for observed operations and completion blocks: out of line, so that the path of an
+    // operation with neither stays small (the compiler then keeps its locked step inline).
+
+    /// Tells observers it is no longer executing and will finish, on its finish path: the thread is marked as its
+    /// completer, so a wait for it there is told (`waitOnSelf`) instead of waiting for itself.
+    @inline(never)
+    final func emitFinishing(wasExecuting: Bool) {
+        ThreadContext.current.asCompleting(self, of: self.owningQueue) {
+            if wasExecuting { self.emitFlag(.isExecuting, to: false) }
+            self.emitFlag(.isFinished, to: true, did: false)
+        }
+    }
+
+    /// Delivers what the finish recorded (`did isFinished`), the thread marked as above.
+    @inline(never)
+    final func drainOnFinishPath(of queue: Unmanaged<SpindleOperationQueue>?) {
+        ThreadContext.current.asCompleting(self, of: queue?.takeUnretainedValue()) { self.drainObservations() }
+    }
+
+    /// Runs its completion block with the thread marked (a block that waits for its own operation, or its queue, is
+    /// told instead of deadlocking), then takes its dependents to release.
+    @inline(never)
+    final func runCompletionBlock(_ completion: @Sendable () -> Void, of queue: Unmanaged<SpindleOperationQueue>?)
+        -> InlineFirstList<Unmanaged<SpindleOperation>>
+    {
+        ThreadContext.current.asCompleting(self, of: queue?.takeUnretainedValue(), completion)
+        return self.withLocked { l in
+            self.dependentsReleased = true
+            return l.takeDependents()
+        }
+    }
 }

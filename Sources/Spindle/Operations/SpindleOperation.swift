@@ -247,24 +247,17 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             current = OperationState(raw: seen)
         }
         // Only the winner reports: a losing finish() delivers nothing (so nothing can follow `did isFinished`).
-        if self.hasObservers.load(ordering: .relaxed) {
-            // Observers told here are on its finish path: waiting for it there would wait for itself.
-            ThreadContext.current.asCompleting(self, of: self.owningQueue) {
-                if current.lifecycle == .executing { self.emitFlag(.isExecuting, to: false) }
-                self.emitFlag(.isFinished, to: true, did: false)
-            }
-        }
+        if self.hasObservers.load(ordering: .relaxed) { self.emitFinishing(wasExecuting: current.lifecycle == .executing) }
         // finishing → finished under the lock; take everything the rest of the path needs. Without a completion
         // block nothing runs between finishing and releasing the dependents, so they are taken here too (one lock
         // round trip fewer); otherwise only after the block returned.
         var dependents = InlineFirstList<Unmanaged<SpindleOperation>>()
-        var replaced: (any Error)? = nil  // an earlier error, released after the lock (a class error's deinit)
+        // An earlier error is let go first, outside the lock (a class error's deinit is user code): only the winner
+        // above gets here, and nothing else sets the error of an operation past `executing`.
+        if error != nil { self.dropEarlierError() }
         let (completion, queue, drain, failed, deadline) = self.withLocked {
             l -> ((@Sendable () -> Void)?, Unmanaged<SpindleOperationQueue>?, Bool, Bool, DeadlineEntry?) in
-            if let error {
-                replaced = l.error
-                l.error = error
-            }
+            if let error { l.error = error }
             let failedBit = l.extras?.error != nil ? OperationState.failedBit : 0
             var s = self.currentState
             while true {
@@ -286,19 +279,13 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             // no failure to its dependents (`cancelsOnFailedDependency`).
             return (completion, l.queue.take(), drain, (failedBit != 0 || s.isCancelled) && !self.isBarrier, deadline)
         }
-        _ = replaced
         if let deadline { DeadlineTimer.shared.remove(deadline) }
-        if drain { ThreadContext.current.asCompleting(self, of: queue?.takeUnretainedValue()) { self.drainObservations() } }
+        if drain { self.drainOnFinishPath(of: queue) }
         if let queue { queue._withUnsafeGuaranteedRef { $0.core.tellHooksDidFinish(self) } }  // one load without hooks
         if let completion {
-            // Mark the thread, so a completion block that waits for its own operation is told, not deadlocked.
-            ThreadContext.current.asCompleting(self, of: queue?.takeUnretainedValue(), completion)
             // Dependents are released only now, after the completion block returned; a dependency added until
             // this point is still counted (see addDependency).
-            dependents = self.withLocked { l in
-                self.dependentsReleased = true
-                return l.takeDependents()
-            }
+            dependents = self.runCompletionBlock(completion, of: queue)
         }
         // Its exclusivity categories go to the next in line before its dependents are told (a dependent in the same
         // category then finds it free, or its line behind those who came first).
