@@ -69,7 +69,11 @@ import Testing
     @Test(qtOwnThreadsOnly) func drainWaitFromAWorkersDeinitThrowsLikeTheTerminationWait() throws {
         let queue = try SpindleOperationQueue(name: "review-R1", maxConcurrentOperationCount: 1)
         let seen = Seen()
+        // Added while suspended and let go here before it can run: the queue then holds its last reference, and
+        // its worker drops it (else the adding thread may, when the worker finishes it before the add returns).
+        queue.isSuspended = true
         try self.addHolder(queue, seen)
+        queue.isSuspended = false
         #expect(seen.done.wait(), "the deinit ran")
         let (onWorker, termination, drain, bRan) = seen.lock.withLock {
             (seen.onWorker, seen.terminationWait, seen.drainWait, seen.bRanDuringWait)
