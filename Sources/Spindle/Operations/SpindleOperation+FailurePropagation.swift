@@ -44,24 +44,15 @@ extension SpindleOperation {
 }
 
 extension SpindleOperation {
-    /// Keeps `error` as the operation's error. An earlier one is released after the lock: a class error's deinit is
-    /// user code, which never runs under a lock of ours.
-    final func replaceError(with error: any Error) {
+    /// Makes `error` the operation's error (nil: none). The earlier one is released after the lock: a class error's
+    /// deinit is user code, which never runs under a lock of ours. Out of line: called only when `main` threw, and
+    /// by a finish with an error (which then stores its error under the finish's own lock).
+    @inline(never)
+    final func replaceError(with error: (any Error)?) {
         let replaced = self.withLocked { l -> (any Error)? in
             defer { l.error = error }
             return l.error
         }
         _ = replaced
-    }
-
-    /// Takes its error out and lets it go after the lock (the finish path, before it stores a new one). Out of line:
-    /// called only by a finish with an error.
-    @inline(never)
-    final func dropEarlierError() {
-        let earlier = self.withLocked { l -> (any Error)? in
-            defer { l.error = nil }
-            return l.error
-        }
-        _ = earlier
     }
 }

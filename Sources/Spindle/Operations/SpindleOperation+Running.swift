@@ -77,10 +77,11 @@ extension SpindleOperation {
         }
     }
 
-    /// Delivers what the finish recorded (`did isFinished`), the thread marked as above.
+    /// Delivers what its start or finish path recorded (`did isExecuting`, `did isFinished`), the thread marked as
+    /// above: a wait there for it, or for `queue`, would wait for itself.
     @inline(never)
-    final func drainOnFinishPath(of queue: Unmanaged<SpindleOperationQueue>?) {
-        ThreadContext.current.asCompleting(self, of: queue?.takeUnretainedValue()) { self.drainObservations() }
+    final func drainOnOwnPath(of queue: SpindleOperationQueue?) {
+        ThreadContext.current.asCompleting(self, of: queue) { self.drainObservations() }
     }
 
     /// Runs its completion block with the thread marked (a block that waits for its own operation, or its queue, is

@@ -122,7 +122,7 @@ extension SpindleOperation {
                                                     now: self.currentState))
         }
         guard done else { return OperationState(raw: seen) }
-        if drain { self.drainObservationsOnStartPath() }
+        if drain { self.drainOnOwnPath(of: self.owningQueue) }
         return nil
     }
 
@@ -135,12 +135,6 @@ extension SpindleOperation {
             guard self.currentState.lifecycle == .executing else { return false }
             return l.recordObservation(.isExecuting, from: .bool(false), to: .bool(true), now: self.currentState)
         }
-        if drain { self.drainObservationsOnStartPath() }
-    }
-
-    /// Tells observers of its move to `executing`, on its start path (before `main`): a wait for it there would wait
-    /// for itself, and its queue counts it, as from its completion block.
-    private final func drainObservationsOnStartPath() {
-        ThreadContext.current.asCompleting(self, of: self.owningQueue) { self.drainObservations() }
+        if drain { self.drainOnOwnPath(of: self.owningQueue) }
     }
 }

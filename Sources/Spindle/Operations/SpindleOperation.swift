@@ -254,7 +254,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
         var dependents = InlineFirstList<Unmanaged<SpindleOperation>>()
         // An earlier error is let go first, outside the lock (a class error's deinit is user code): only the winner
         // above gets here, and nothing else sets the error of an operation past `executing`.
-        if error != nil { self.dropEarlierError() }
+        if error != nil { self.replaceError(with: nil) }
         let (completion, queue, drain, failed, deadline) = self.withLocked {
             l -> ((@Sendable () -> Void)?, Unmanaged<SpindleOperationQueue>?, Bool, Bool, DeadlineEntry?) in
             if let error { l.error = error }
@@ -280,7 +280,7 @@ open class SpindleOperation: @unchecked Sendable, CustomStringConvertible {
             return (completion, l.queue.take(), drain, (failedBit != 0 || s.isCancelled) && !self.isBarrier, deadline)
         }
         if let deadline { DeadlineTimer.shared.remove(deadline) }
-        if drain { self.drainOnFinishPath(of: queue) }
+        if drain { self.drainOnOwnPath(of: queue?.takeUnretainedValue()) }
         if let queue { queue._withUnsafeGuaranteedRef { $0.core.tellHooksDidFinish(self) } }  // one load without hooks
         if let completion {
             // Dependents are released only now, after the completion block returned; a dependency added until
