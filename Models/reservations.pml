@@ -230,18 +230,18 @@
 /* [OF_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:118 "self.reclaimForFreeSlotLocked()  // its slot is free: reserved operations may take it" */
 /* [OF_DECIDE]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:119 "after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake" */
 /* [SC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:331 "self.core.perform(self.core.suspensionChanged(to: newValue))" */
-/* [SC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:189 "self.lockAndAdmit()  // 1. admit the inbox" */
-/* [SC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:191 "if !(suspended && self.lifecycle.isShutDown) { self.slots.setSuspended(suspended) }" */
-/* [SC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:192 "self.invalidateReservations()  // 3. reserved operations give way" */
-/* [SC_RESUMEQ]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:193 "if !suspended {  // 4. resuming: reserved operations come back if a slot is free, then whom to wake" */
-/* [SC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:194 "self.reclaimForFreeSlotLocked()" */
-/* [SC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:195 "after.wake = self.collectWakeActionsLocked()" */
+/* [SC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:192 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [SC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:194 "if !(suspended && self.lifecycle.isShutDown) { self.slots.setSuspended(suspended) }" */
+/* [SC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:195 "self.invalidateReservations()  // 3. reserved operations give way" */
+/* [SC_RESUMEQ]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:196 "if !suspended {  // 4. resuming: reserved operations come back if a slot is free, then whom to wake" */
+/* [SC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:197 "self.reclaimForFreeSlotLocked()" */
+/* [SC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:198 "after.wake = self.collectWakeActionsLocked()" */
 /* [WC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:321 "self.core.perform(self.core.widthChanged(requested: value))" */
-/* [WC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:175 "self.lockAndAdmit()  // 1. admit the inbox" */
-/* [WC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:176 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
-/* [WC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:177 "self.invalidateReservations()  // 3. reserved operations give way, and come back if a slot is free" */
-/* [WC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:178 "self.reclaimForFreeSlotLocked()" */
-/* [WC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:181 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
+/* [WC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:178 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [WC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:179 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
+/* [WC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:180 "self.invalidateReservations()  // 3. reserved operations give way, and come back if a slot is free" */
+/* [WC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:181 "self.reclaimForFreeSlotLocked()" */
+/* [WC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:184 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
 /* [SD_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue+Lifecycle.swift:38 "let (cancel, after) = core.shutdownRequested(mode == .drain ? .drain : .cancel)" */
 /* [SD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Lifecycle.swift:20 "self.lockAndAdmit()  // 1. admit the inbox" */
 /* [SD_CLOSE]        PIN Sources/Spindle/Queue/QueueCore+Lifecycle.swift:21 "self.admitInboxChainLocked(self.inbox.closeTakingAll())  // 2. close it: later pushes fail" */

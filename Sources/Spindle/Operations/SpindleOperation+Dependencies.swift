@@ -55,9 +55,9 @@ extension SpindleOperation {
             let wasReady = self.isReady
             let counted: Bool
             if self.currentState.unschedulingAddingPendingDependency() != nil, let queue = self.owningQueue {
-                // Its queue found it ready, but no worker has taken it yet (a suspended or busy queue): out of its
-                // bucket again, under the queue's lock, and counted (Foundation's "not ready until its
-                // dependencies have finished" for an operation waiting in a queue).
+                // Its queue found it ready, but no worker has taken it yet (a suspended or busy queue, or held
+                // behind a barrier): out of its bucket again, under the queue's lock, and counted (Foundation's "not
+                // ready until its dependencies have finished" for an operation waiting in a queue).
                 counted = queue.core.holdBackReady(self) {
                     operation.withLocked { upstream -> Bool in
                         guard !operation.dependentsReleased,

@@ -138,17 +138,20 @@ extension QueueCore {
 
     /// A dependency is being added to `op`, a member this queue found ready (`scheduled`) that no worker has taken:
     /// if it waits in a bucket (reservations are given back first; a reserved one may have been claimed
-    /// meanwhile), `count` decides (it runs under this lock: the upstream's lock, and the state word's move back to
-    /// waiting), and a counted one leaves its bucket. It is pushed again when its count reaches zero, or on a
-    /// cancel. Returns whether it was counted. Wakes nobody.
+    /// meanwhile) or behind a barrier, `count` decides (it runs under this lock: the upstream's lock, and the state
+    /// word's move back to waiting), and a counted one leaves its bucket. It is pushed again when its count reaches
+    /// zero, or on a cancel; one held behind a barrier stays held, and the barrier's release no longer pushes it
+    /// (`releaseHeldLocked` pushes only scheduled ones). Returns whether it was counted. Wakes nobody.
     func holdBackReady(_ op: SpindleOperation, counting count: () -> Bool) -> Bool {
         self.lockAndAdmit()
         defer { self.lock.unlock() }
         if op.placement == .reserved { _ = self.reclaimReservationsLocked() }
-        guard op.placement == .ready, !op.isBarrier, count() else { return false }
-        let link = Unmanaged.passUnretained(op)
-        self.ready.remove(link)
-        op.placement.move(to: .pending)
+        guard op.placement == .ready || op.placement == .held, !op.isBarrier, count() else { return false }
+        if op.placement == .ready {
+            let link = Unmanaged.passUnretained(op)
+            self.ready.remove(link)
+            op.placement.move(to: .pending)
+        }
         return true
     }
 

@@ -158,3 +158,37 @@ private final class RevDeinitProbe: @unchecked Sendable {
         self.released.signal()
     }
 }
+
+extension OperationsReviewTests {
+    /// The same behind a barrier: `b` is held behind a running barrier (already found ready) when the dependency is
+    /// added; the barrier's end releases the operations behind it, but `b` must still wait for `a`.
+    @Test func aDependencyAddedWhileHeldBehindABarrierHoldsItBack() throws {
+        let queue = try SpindleOperationQueue(name: "rev-late-dep-barrier", maxConcurrentOperationCount: 2)
+        let other = try SpindleOperationQueue(name: "rev-late-dep-barrier-other", maxConcurrentOperationCount: 1)
+        let log = OpLog<String>()
+        let barrierRuns = opSemaphore(), releaseBarrier = opSemaphore(), releaseA = opSemaphore()
+        _ = queue.addBarrierBlock {
+            barrierRuns.signal()
+            _ = releaseBarrier.wait(timeout: opDeadline)
+        }
+        #expect(barrierRuns.wait(timeout: opDeadline))
+        let b = SpindleBlockOperation { log.add("b") }
+        try queue.addOperation(b)
+        let probeRan = opSemaphore()
+        queue.addOperation { probeRan.signal() }  // held with b, released with it
+        _ = queue.snapshot()  // admits the adds: b is held behind the barrier, already found ready
+        let a = SpindleBlockOperation {
+            _ = releaseA.wait(timeout: opDeadline)
+            log.add("a")
+        }
+        try b.addDependency(a)
+        #expect(!b.isReady, "b lists unfinished a but reports ready: \(b)")
+        try other.addOperation(a)
+        releaseBarrier.signal()  // releases b and the probe while a still waits
+        #expect(probeRan.wait(timeout: opDeadline))
+        #expect(log.all.isEmpty, "b ran before its dependency")
+        releaseA.signal()
+        #expect(try b.waitUntilFinished(timeout: opDeadline))
+        #expect(log.all == ["a", "b"])
+    }
+}
