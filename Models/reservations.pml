@@ -208,22 +208,22 @@
 /* [RV_PUBLISH]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:111 "reservation.next.store(0, ordering: .releasing)" */
 /* [RV_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:113 "reservation.mayHold = true" */
 /* [RV_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:114 "self.reservationHolders += 1" */
-/* [CL_LOAD]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:125 "let index = reservation.next.load(ordering: .acquiring)" */
-/* [CL_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:126 "guard index < reservation.count else { return nil }" */
-/* [CL_EPOCHQ]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:127 "if self.batchEpoch.load(ordering: .sequentiallyConsistent) != reservation.epoch {" */
-/* [CL_GIVEWAY]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:128 "self.lock.withLock { self.returnReservationLocked(reservation) }" */
-/* [CL_CAS]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:131 "let (won, _) = reservation.next.compareExchange(" */
-/* [CL_WON]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:133 "guard won, let link = reservation.slots[index] else { return nil }" */
-/* [CL_DISPATCH]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:134 "link._withUnsafeGuaranteedRef { QueueCore.markDispatching($0) }" */
-/* [RT_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:141 "if reservation.mayHold {" */
-/* [RT_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:143 "self.reservationHolders -= 1" */
-/* [RT_EXCHANGE]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:145 "let from = reservation.next.exchange(reservation.count, ordering: .acquiringAndReleasing)" */
-/* [RT_PUSHFRONT]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:152 "self.ready.pushFront(link, level: op.queuePriority.bucket)" */
-/* [RC_HOLDERSQ]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:162 "guard self.reservationHolders > 0 else { return false }" */
-/* [RC_EACH]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:163 "for reservation in self.reservations where reservation.mayHold {" */
-/* [RF_COND]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:175 "if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }" */
-/* [ST_SETTLE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:203 "if reservation.mayHold { self.returnReservationLocked(reservation) }" */
-/* [INV_EPOCH]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:209 "self.batchEpoch.add(1, ordering: .sequentiallyConsistent)" */
+/* [CL_LOAD]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:131 "let index = reservation.next.load(ordering: .acquiring)" */
+/* [CL_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:132 "guard index < reservation.count else { return nil }" */
+/* [CL_EPOCHQ]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:133 "if self.batchEpoch.load(ordering: .sequentiallyConsistent) != reservation.epoch {" */
+/* [CL_GIVEWAY]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:134 "self.lock.withLock { self.returnReservationLocked(reservation) }" */
+/* [CL_CAS]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:137 "let (won, _) = reservation.next.compareExchange(" */
+/* [CL_WON]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:139 "guard won, let link = reservation.slots[index] else { return nil }" */
+/* [CL_DISPATCH]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:140 "link._withUnsafeGuaranteedRef { QueueCore.markDispatching($0) }" */
+/* [RT_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:147 "if reservation.mayHold {" */
+/* [RT_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:149 "self.reservationHolders -= 1" */
+/* [RT_EXCHANGE]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:151 "let from = reservation.next.exchange(reservation.count, ordering: .acquiringAndReleasing)" */
+/* [RT_PUSHFRONT]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:158 "self.ready.pushFront(link, level: op.queuePriority.bucket)" */
+/* [RC_HOLDERSQ]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:168 "guard self.reservationHolders > 0 else { return false }" */
+/* [RC_EACH]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:169 "for reservation in self.reservations where reservation.mayHold {" */
+/* [RF_COND]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:181 "if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }" */
+/* [ST_SETTLE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:209 "if reservation.mayHold { self.returnReservationLocked(reservation) }" */
+/* [INV_EPOCH]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:215 "self.batchEpoch.add(1, ordering: .sequentiallyConsistent)" */
 /* [OF_FINISH]       PIN Sources/Spindle/Operations/SpindleOperation.swift:313 "queue._withUnsafeGuaranteedRef { $0.core.operationDidFinish(self) }" */
 /* [OF_LOCK]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:115 "self.lock.lock()" */
 /* [OF_UNLINK]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:116 "let dropsReference = self.unlinkFinishedLocked(op, into: &after)  // 1. the finish bookkeeping" */

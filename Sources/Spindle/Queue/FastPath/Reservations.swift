@@ -121,6 +121,12 @@ extension QueueCore {
     /// The owner claims its next reserved operation and moves it to `dispatching`; nil when none is left (all
     /// claimed, reclaimed by another worker, or returned here because `batchEpoch` moved). Without the lock,
     /// except to return them.
+    ///
+    /// The epoch check is where the claim takes effect: a bump between it and the compare-and-swap (a suspension,
+    /// a higher-priority add) comes after the claim, as a suspension that takes the lock just after a worker's
+    /// locked take comes after that take. Either way one operation per worker may start just after
+    /// `isSuspended = true` returned, chosen before it (Foundation: an operation already on its way to `start` is
+    /// not stopped by suspending); none is chosen after it.
     func claimReserved(_ reservation: Reservation) -> Unmanaged<SpindleOperation>? {
         let index = reservation.next.load(ordering: .acquiring)
         guard index < reservation.count else { return nil }
