@@ -59,6 +59,9 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
     private var errors: [any Error] = []  // under `lock`
     private var cancelRequested = false  // under `lock`: set by the first `cancel()` that took effect
     private var keepAlive: SpindleGroupOperation? = nil  // under `lock`: self, from start until it finishes
+    /// Under `DependencyGraph.lock`: children linked to this group and not yet handed to the inner queue (the cycle
+    /// search sees a group's children through `linkedChildren`: those in the inner queue and these).
+    private var handingOver: [SpindleOperation] = []
 
     /// A group holding `operations`, whose inner queue runs at most `maxConcurrentOperationCount` of them at once
     /// (default: the CPUs this process may use), on `pool`'s threads (default `SpindleThreadPool.shared`: groups
@@ -131,6 +134,7 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
         //    cancelled group, finish them unrun instead (its inner queue is shut down: it takes nothing more).
         var linked = 0
         var failure: SpindleError? = nil
+        var listedForHandOver = false  // in `handingOver` until the inner queue's add returned
         // Under the dependency graph's lock, so that no `addDependency` racing these links can close a cycle that
         // neither check sees: a child that waits (directly or not) for this group, or a group it is inside, would
         // never finish.
@@ -152,6 +156,22 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
                     break
                 }
                 linked += 1
+            }
+            if failure == nil && !cancelled {
+                self.handingOver.append(contentsOf: children)
+                listedForHandOver = true
+            }
+        }
+        defer {
+            if listedForHandOver {  // handed over now (or refused): the inner queue's members show them, or nothing
+                DependencyGraph.lock.withLock {
+                    if children.count == 1 {
+                        self.handingOver.removeAll { $0 === children[0] }
+                    } else {
+                        let handed = Set(children.lazy.map(ObjectIdentifier.init))
+                        self.handingOver.removeAll { handed.contains(ObjectIdentifier($0)) }
+                    }
+                }
             }
         }
         if failure == nil && cancelled {
@@ -211,6 +231,10 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
 
     /// The errors of the children that failed, in the order they finished. Any thread.
     public final var childErrors: [any Error] { self.withLock { self.errors } }
+
+    /// The children linked to this group and not finished, for the cycle search (a group's end waits for theirs):
+    /// the inner queue's members, and those being handed to it. Caller holds `DependencyGraph.lock`.
+    final var linkedChildren: [SpindleOperation] { self.inner.operations + self.handingOver }
 
     /// Children added (or being added) and not yet finished. Any thread; a snapshot.
     public final var unfinishedChildCount: Int { self.withLock { self.count.pending } }

@@ -191,8 +191,9 @@ extension SpindleOperation {
     /// What an operation waits for: its unfinished dependencies (their ends), and, inside a group that has not
     /// started, that group's start (its children run only once it does, so they wait for what it waits for). A
     /// target reached through a dependency is reached; one reached as a group's start only when it is
-    /// `startTarget` (a group, in `addDependency`: its own start is what the new link holds back). A group's own
-    /// children are not followed (a group keeps no list of them).
+    /// `startTarget` (a group, in `addDependency`: its own start is what the new link holds back). A group's end
+    /// waits for its unfinished children's ends (`linkedChildren`: the inner queue's members, and those being
+    /// handed to it).
     ///
     /// Cost: a lock or two when `start` has no dependencies and is in no group (the common way graphs are built:
     /// new operations depend on older ones), otherwise a depth-first search of `start`'s unfinished ancestry only;
@@ -202,18 +203,22 @@ extension SpindleOperation {
     func pathOfUnfinishedDependencies(from start: SpindleOperation, to targets: [SpindleOperation],
                                       startTarget: SpindleOperation? = nil) -> [SpindleOperation]?
     {
-        /// What `node` waits for: its dependencies (reached as ends), then its group if that has not started yet.
-        func waitsFor(_ node: SpindleOperation) -> [(SpindleOperation, asStart: Bool)] {
+        /// What `node`'s start (`asStart`) or end waits for: its dependencies (reached as ends), then its group if
+        /// that has not started yet; a group's end also waits for its children's ends.
+        func waitsFor(_ node: SpindleOperation, asStart: Bool) -> [(SpindleOperation, asStart: Bool)] {
             let (deps, parent) = node.withLocked { ($0.dependencies.array, $0.parentGroup) }
             var next = deps.map { ($0, asStart: false) }
             if let parent, parent.currentState.lifecycle < .executing { next.append((parent, asStart: true)) }
+            if !asStart, node.isGroup, let group = node as? SpindleGroupOperation {
+                next += group.linkedChildren.lazy.map { ($0, asStart: false) }
+            }
             return next
         }
         struct Key: Hashable {
             let node: ObjectIdentifier
             let asStart: Bool
         }
-        let first = waitsFor(start)
+        let first = waitsFor(start, asStart: false)
         if first.isEmpty { return nil }
         var visited: Set<Key> = [Key(node: ObjectIdentifier(start), asStart: false)]
         var stack: [(successors: [(SpindleOperation, asStart: Bool)], index: Int)] = [(first, 0)]
@@ -230,7 +235,7 @@ extension SpindleOperation {
             guard next.currentState.lifecycle != .finished,
                 visited.insert(Key(node: ObjectIdentifier(next), asStart: asStart)).inserted
             else { continue }
-            stack.append((waitsFor(next), 0))
+            stack.append((waitsFor(next, asStart: asStart), 0))
             path.append(next)
         }
         return nil

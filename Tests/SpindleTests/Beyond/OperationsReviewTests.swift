@@ -192,3 +192,57 @@ extension OperationsReviewTests {
         #expect(log.all == ["a", "b"])
     }
 }
+
+extension OperationsReviewTests {
+    /// The order the group-cycle fix of the fifth round did not see: `x` is made to wait for a group one of whose
+    /// children already waits, through `y`, for `x`. The group ends only after its child, so `x` would never start:
+    /// refused as a cycle, nothing changed, and everything still runs. A group nested in the group counts too.
+    @Test(arguments: [false, true]) func anOperationMadeToWaitForAGroupWhoseChildWaitsForItIsRefused(nested: Bool) throws {
+        let x = SpindleBlockOperation {}
+        x.name = "x"
+        let y = SpindleBlockOperation {}
+        y.name = "y"
+        let child = SpindleBlockOperation {}
+        child.name = "child"
+        try y.addDependency(x)
+        try child.addDependency(y)
+        let group: SpindleGroupOperation
+        if nested {
+            let inner = try SpindleGroupOperation(operations: [child])
+            inner.name = "inner"
+            group = try SpindleGroupOperation(operations: [inner])
+        } else {
+            group = try SpindleGroupOperation(operations: [child])
+        }
+        group.name = "group"
+        var cycle: [String] = []
+        do {
+            try x.addDependency(group)
+        } catch {
+            if case .dependencyCycle(let names) = error { cycle = names }
+        }
+        #expect(cycle.first == "x" && cycle.last == "x" && cycle.contains("child"), "not refused: \(cycle)")
+        #expect(x.dependencies.isEmpty && x.isReady)
+        let queue = try SpindleOperationQueue(name: "rev-group-child-cycle")
+        try queue.addOperations([group, x, y])
+        #expect(try group.waitUntilFinished(timeout: opDeadline), "deadlock: group=\(group) x=\(x) y=\(y)")
+        #expect(child.isFinished && !child.isCancelled)
+    }
+
+    /// Not a cycle: `x` waits for a group whose child waits for something else; the group's children are followed
+    /// only to what they wait for.
+    @Test func anOperationMayWaitForAGroupWhoseChildrenWaitElsewhere() throws {
+        let other = SpindleBlockOperation {}
+        let x = SpindleBlockOperation {}
+        let child = SpindleBlockOperation {}
+        try child.addDependency(other)
+        let watcher = SpindleBlockOperation {}
+        try watcher.addDependency(x)  // x has a dependent, so the search runs
+        let group = try SpindleGroupOperation(operations: [child])
+        try x.addDependency(group)
+        let queue = try SpindleOperationQueue(name: "rev-group-child-no-cycle")
+        try queue.addOperations([other, group, x, watcher])
+        #expect(try watcher.waitUntilFinished(timeout: opDeadline))
+        #expect(x.isFinished && group.isFinished && child.isFinished)
+    }
+}
