@@ -121,17 +121,24 @@ public final class SpindleDescriptorSource: @unchecked Sendable {
         }
     }
 
-    /// Loop lock. Marks the source finished (end of file); returns the modes to remove it from, or nil when it
-    /// was already finished (cancelled meanwhile: then nothing is delivered).
-    func loopFinish() -> Set<SpindleRunLoop.Mode>? {
+    /// Loop lock. Marks the source finished (end of file seen by `loop`); returns the modes to remove it from, or
+    /// nil when it was already finished (cancelled meanwhile) or is no longer on `loop` (an earlier handler of the
+    /// same pass moved it: its new loop polls it and sees the end of file itself). Nothing is delivered then.
+    func loopFinish(on loop: SpindleRunLoop) -> Set<SpindleRunLoop.Mode>? {
         self.state.withLock { state in
-            guard state.phase != .finished else { return nil }
+            guard state.phase == .scheduled, state.loop === loop else { return nil }
             let modes = state.modes
             state.phase = .finished
             state.loop = nil
             state.modes = []
             return modes
         }
+    }
+
+    /// No lock. Whether it is still scheduled on `loop` (an event `loop` polled is delivered only then: an earlier
+    /// handler of the same pass may have cancelled it or moved it to another loop).
+    func loopIsScheduled(on loop: SpindleRunLoop) -> Bool {
+        self.state.withLock { $0.phase == .scheduled && $0.loop === loop }
     }
 
     /// The poll(2) events to ask for.

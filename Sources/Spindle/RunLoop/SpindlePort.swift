@@ -8,13 +8,14 @@ protocol RunLoopPortEntry: AnyObject, Sendable {
     func loopDetach(from mode: SpindleRunLoop.Mode) -> Bool
     /// Loop lock. Leaves every mode (after invalidation); returns the modes it was in.
     func loopDetachAll() -> Set<SpindleRunLoop.Mode>
-    /// Loop thread. Delivers every message accepted so far; returns whether there was one.
-    func loopDeliverPending() -> Bool
+    /// Loop thread. Delivers every message accepted so far, if the port is still scheduled on `loop` (an earlier
+    /// callout of the pass may have moved it); returns whether there was one.
+    func loopDeliverPending(on loop: SpindleRunLoop) -> Bool
     /// Loop lock. How many messages the port has accepted since it was made (a shutdown's limit, see below).
     func loopAcceptedCount() -> UInt64
     /// Loop thread. Delivers the pending messages among the first `limit` the port accepted; returns whether there
     /// was one (`SpindleRunLoop.serveReadyWork`: what was sent before a loop thread's shutdown).
-    func loopDeliverPending(acceptedBefore limit: UInt64) -> Bool
+    func loopDeliverPending(on loop: SpindleRunLoop, acceptedBefore limit: UInt64) -> Bool
     /// Loop thread. Delivers the messages accepted before invalidation, then calls the invalidation handler.
     func loopFinishInvalidation()
     /// No lock. The loop's thread exited (`SpindleRunLoop.ownerDidExit`): lets go of `loop` if it is still the
@@ -173,16 +174,22 @@ public final class SpindlePort<Message: Sendable>: RunLoopPortEntry, @unchecked 
         }
     }
 
-    func loopDeliverPending() -> Bool {
-        let batch = self.takePending()
+    func loopDeliverPending(on loop: SpindleRunLoop) -> Bool {
+        let batch: [Message] = self.state.withLock { state in
+            guard state.loop === loop else { return [] }
+            var batch: [Message] = []
+            swap(&batch, &state.pending)
+            return batch
+        }
         for message in batch { self.handler(message) }
         return !batch.isEmpty
     }
 
     func loopAcceptedCount() -> UInt64 { self.state.withLock { $0.accepted } }
 
-    func loopDeliverPending(acceptedBefore limit: UInt64) -> Bool {
+    func loopDeliverPending(on loop: SpindleRunLoop, acceptedBefore limit: UInt64) -> Bool {
         let batch: [Message] = self.state.withLock { state in
+            guard state.loop === loop else { return [] }
             let taken = state.accepted - UInt64(state.pending.count)  // accepted and already taken
             guard limit > taken else { return [] }
             let count = Int(min(limit - taken, UInt64(state.pending.count)))

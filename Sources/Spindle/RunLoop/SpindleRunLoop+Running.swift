@@ -154,7 +154,7 @@ extension SpindleRunLoop {
                 perform.block()
                 handled = true
             }
-            for port in plan.ports where self.serve(ObjectIdentifier(port), { Self.deliver(port, within: limit) }) {
+            for port in plan.ports where self.serve(ObjectIdentifier(port), { self.deliver(port, within: limit) }) {
                 handled = true
             }
             for port in plan.retiring {
@@ -195,10 +195,11 @@ extension SpindleRunLoop {
         }
     }
 
-    /// Delivers `port`'s pending messages, or with a shutdown's `limit` only those it allows.
-    private static func deliver(_ port: any RunLoopPortEntry, within limit: RunLoopDrainLimit?) -> Bool {
-        guard let limit else { return port.loopDeliverPending() }
-        return port.loopDeliverPending(acceptedBefore: limit.acceptedBefore(port))
+    /// Delivers `port`'s pending messages, or with a shutdown's `limit` only those it allows; none if an earlier
+    /// callout of this pass moved the port to another loop (that loop delivers them).
+    private func deliver(_ port: any RunLoopPortEntry, within limit: RunLoopDrainLimit?) -> Bool {
+        guard let limit else { return port.loopDeliverPending(on: self) }
+        return port.loopDeliverPending(on: self, acceptedBefore: limit.acceptedBefore(port))
     }
 
     /// Runs `body` with `id` marked in service (so nested runs skip that port or source). Owner thread only.
@@ -237,13 +238,13 @@ extension SpindleRunLoop {
             if event == .endOfFile {
                 // Finish under the loop's lock first, so a racing cancel() and this delivery cannot both win.
                 let finished = self.state.withLock { state -> Bool in
-                    guard let modes = source.loopFinish() else { return false }
+                    guard let modes = source.loopFinish(on: self) else { return false }
                     for mode in modes { state.tables[mode]?.sources[ObjectIdentifier(source)] = nil }
                     return true
                 }
                 guard finished else { continue }
-            } else if !source.isActive {
-                continue
+            } else if !source.loopIsScheduled(on: self) {
+                continue  // cancelled or moved to another loop by an earlier handler of this pass
             }
             _ = self.serve(ObjectIdentifier(source)) {
                 source.handler(event)

@@ -12,8 +12,11 @@ import CShim
 ///
 /// Intervals: a finite number of seconds >= 0; 0 means 0.1 ms (as NSTimer). NaN, infinity and negatives throw.
 ///
-/// Guards: `interval`, `repeats`, `intervalNanoseconds` and `handler` are immutable. Everything else is in
-/// `state`, under the timer's own lock. Lock order: the owning loop's lock, then this one (the loop holds its
+/// Guards: `interval`, `repeats` and `intervalNanoseconds` are immutable. Everything else is in `state`, under
+/// the timer's own lock, the handler included: it is let go when the timer is invalidated (or its one-shot
+/// firing begins), by that thread with no lock held, so a stale heap entry (dropped later, under the loop's lock)
+/// holds an empty timer, and what the handler captured is neither kept until the old fire date nor freed under a
+/// lock. Lock order: the owning loop's lock, then this one (the loop holds its
 /// lock when it schedules or fires the timer; `invalidate()` releases this lock before taking the loop's).
 ///
 /// State machine (`Phase`): `.unscheduled` → `.scheduled` (first `add` to a loop) → `.invalidated` (`invalidate()`
@@ -43,6 +46,8 @@ public final class SpindleTimer: @unchecked Sendable {
         var tolerance: Double
         /// A firing was decided (`loopDidFire`) and its handler has not begun; `invalidate()` cancels it.
         var firePending = false
+        /// The handler; nil once invalidated (taken by `invalidate()`) or once a one-shot firing began (`loopFire`).
+        var handler: (@Sendable (SpindleTimer) -> Void)? = nil
     }
 
     /// Outcome of one firing, for the loop.
@@ -57,7 +62,6 @@ public final class SpindleTimer: @unchecked Sendable {
     /// Whether the timer fires again after each firing.
     public let repeats: Bool
     let intervalNanoseconds: UInt64
-    let handler: @Sendable (SpindleTimer) -> Void
     let state: RunLoopLock<State>
 
     /// Makes a timer; it does nothing until added to a run loop. Any thread.
@@ -75,8 +79,9 @@ public final class SpindleTimer: @unchecked Sendable {
         self.repeats = repeats
         let nanoseconds = interval * 1e9
         self.intervalNanoseconds = nanoseconds >= 1.8e19 ? UInt64.max / 2 : max(100_000, UInt64(nanoseconds))
-        self.handler = handler
-        self.state = RunLoopLock(State(tolerance: SpindleTimer.clampTolerance(tolerance)))
+        var state = State(tolerance: SpindleTimer.clampTolerance(tolerance))
+        state.handler = handler
+        self.state = RunLoopLock(state)
     }
 
     /// Makes a timer from a `Duration` (see `init(interval:repeats:tolerance:handler:)`). Any thread.
@@ -88,20 +93,25 @@ public final class SpindleTimer: @unchecked Sendable {
     }
 
     /// Stops the timer for good and removes it from its run loop, waking the loop so it recomputes its sleep.
-    /// Any thread; idempotent. A firing whose handler the loop thread has already begun still completes.
+    /// Any thread; idempotent. A firing whose handler the loop thread has already begun still completes. The
+    /// handler is released here (by the calling thread, no lock held), or after such a firing returns.
     public func invalidate() {
-        let (loop, modes): (SpindleRunLoop?, Set<SpindleRunLoop.Mode>) = self.state.withLock { state in
+        typealias Taken = (SpindleRunLoop?, Set<SpindleRunLoop.Mode>, (@Sendable (SpindleTimer) -> Void)?)
+        let (loop, modes, handler): Taken = self.state.withLock { state in
             state.firePending = false  // also for a one-shot timer already invalidated by its decided firing
-            guard state.phase != .invalidated else { return (nil, []) }
+            let handler = state.handler
+            state.handler = nil
+            guard state.phase != .invalidated else { return (nil, [], handler) }
             let loop = state.loop
             let modes = state.modes
             state.phase = .invalidated
             state.loop = nil
             state.modes = []
             state.generation &+= 1
-            return (loop, modes)
+            return (loop, modes, handler)
         }
         loop?.timerDidInvalidate(self, modes: modes)
+        withExtendedLifetime(handler) {}  // released here, after the loop's lock
     }
 
     /// Whether the timer can still fire (not invalidated). Any thread.
@@ -217,12 +227,16 @@ public final class SpindleTimer: @unchecked Sendable {
     /// Runs the handler, unless `invalidate()` was called since the firing was decided; returns whether it ran.
     /// Loop thread, no lock held.
     func loopFire() -> Bool {
-        let pending = self.state.withLock { state -> Bool in
+        let handler = self.state.withLock { state -> (@Sendable (SpindleTimer) -> Void)? in
             defer { state.firePending = false }
-            return state.firePending
+            guard state.firePending else { return nil }
+            let handler = state.handler
+            if !self.repeats { state.handler = nil }  // a one-shot never fires again: let go after this call
+            return handler
         }
-        if pending { self.handler(self) }
-        return pending
+        guard let handler else { return false }
+        handler(self)
+        return true
     }
 
     // MARK: - Helpers
