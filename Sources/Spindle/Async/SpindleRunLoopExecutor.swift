@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A `SerialExecutor` that runs every job on one thread, through that thread's `SpindleRunLoop`: for an actor
 /// that must stay on one thread (a C library with thread affinity). Give the actor
 /// `nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }` and keep the
@@ -23,10 +25,15 @@
 /// callouts.
 ///
 /// State: `runLoop`, `thread` and `keepAlive` are immutable after `init`; the loop and port are thread-safe.
-/// `standIn` is under its own lock (a leaf lock; the stand-in is started with it held, so that exactly one is),
-/// nil → set once by the first job that finds the loop's thread gone (a perform refused, or a pending job dropped
-/// by the exiting loop); never changed back. Pending jobs keep the executor alive (each holds it), so it is
-/// released only with no job pending.
+/// `moving` is under its own lock (a leaf lock but for the loop's own: jobs are handed to the stand-in's loop with it
+/// held, and the stand-in is started with it held, so that exactly one is): `standIn`, nil → set once by the first
+/// job that finds the loop's thread gone (a perform refused, or a pending job dropped by the exiting loop), never
+/// changed back; `held`, jobs enqueued after the move while earlier ones are still on their way to the stand-in.
+/// `onLoop` (atomic) counts the jobs given to the loop and neither run nor moved yet. Order after a move: a job
+/// enqueued once `standIn` is set waits in `held` while `onLoop > 0` (the exiting loop is still handing over the
+/// jobs it dropped, one by one), and the move that takes `onLoop` to zero hands `held` over after its own job, so
+/// jobs run in the order enqueued. Pending jobs keep the executor alive (each holds it), so it is released only
+/// with no job pending.
 /// Threading: `enqueue` from any thread; jobs run on the loop's thread (after a move: the stand-in's).
 public final class SpindleRunLoopExecutor: SerialExecutor, @unchecked Sendable {
     /// The run loop that runs the jobs.
@@ -34,8 +41,15 @@ public final class SpindleRunLoopExecutor: SerialExecutor, @unchecked Sendable {
     /// The thread the jobs run on: the one `init(name:)` started, or nil for a loop given to `init(runLoop:)`.
     public let thread: SpindleThread?
     private let keepAlive: SpindlePort<Int>?
-    /// After a move (see the type's notes): the executor whose thread runs the jobs. Under its own lock.
-    private let standIn = SpindleLockedValue<SpindleRunLoopExecutor?>(nil)
+    /// After a move (see the type's notes): the executor whose thread runs the jobs, and the jobs held back until
+    /// the earlier ones are over there.
+    private struct Moving {
+        var standIn: SpindleRunLoopExecutor? = nil
+        var held: [UnownedJob] = []
+    }
+    private let moving = SpindleLockedValue(Moving())
+    /// Jobs given to the loop and neither run nor moved yet (see the type's notes).
+    fileprivate let onLoop = Atomic<Int>(0)
 
     /// Starts a thread named `name` that runs its run loop for this executor until the executor is released.
     /// Any thread; returns once the thread's loop is ready.
@@ -79,10 +93,17 @@ public final class SpindleRunLoopExecutor: SerialExecutor, @unchecked Sendable {
     /// nowhere.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        if let standIn = self.standIn.value {
-            standIn.perform(job, as: self)
-            return
+        let handed = self.moving.withLockedValue { moving -> Bool in
+            guard let standIn = moving.standIn else { return false }
+            if self.onLoop.load(ordering: .acquiring) > 0 || !moving.held.isEmpty {
+                moving.held.append(job)  // behind jobs enqueued earlier and still being moved
+            } else {
+                standIn.perform(job, as: self)
+            }
+            return true
         }
+        if handed { return }
+        self.onLoop.add(1, ordering: .relaxed)
         let pending = PendingJob(job, executor: self)
         _ = self.runLoop.perform { pending.run() }  // refused: released here, unrun, and so moved (its deinit)
     }
@@ -94,15 +115,23 @@ public final class SpindleRunLoopExecutor: SerialExecutor, @unchecked Sendable {
         precondition(accepted, "SpindleRunLoopExecutor: the stand-in thread of \(owner.runLoop) has exited")
     }
 
-    /// A job the loop's thread will never run: starts the stand-in if there is none yet (reporting the move), then
-    /// runs the job there. Called with no lock of ours held (from a `PendingJob`'s deinit).
+    /// A job the loop's thread will never run: starts the stand-in if there is none yet, runs the job there, and
+    /// the held ones after it if it was the last on its way; then reports the move (once). Called with no lock of
+    /// ours held (from a `PendingJob`'s deinit).
     fileprivate func move(_ job: UnownedJob) {
         var started = false
-        let standIn = self.standIn.withLockedValue { standIn -> SpindleRunLoopExecutor? in
-            if let standIn { return standIn }
-            let name = self.thread?.name ?? "spindle-actor"
-            standIn = try? SpindleRunLoopExecutor(name: name)
-            started = standIn != nil
+        let standIn = self.moving.withLockedValue { moving -> SpindleRunLoopExecutor? in
+            if moving.standIn == nil {
+                let name = self.thread?.name ?? "spindle-actor"
+                moving.standIn = try? SpindleRunLoopExecutor(name: name)
+                started = moving.standIn != nil
+            }
+            guard let standIn = moving.standIn else { return nil }
+            standIn.perform(job, as: self)
+            if self.onLoop.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
+                for held in moving.held { standIn.perform(held, as: self) }
+                moving.held = []
+            }
             return standIn
         }
         guard let standIn else {
@@ -111,7 +140,6 @@ public final class SpindleRunLoopExecutor: SerialExecutor, @unchecked Sendable {
         if started {
             SpindleDiagnostics.report(.runLoopExecutorMoved(runLoop: "\(self.runLoop)", threadID: standIn.thread?.threadID ?? 0))
         }
-        standIn.perform(job, as: self)
     }
 
     /// Traps unless the calling thread owns the loop, or after a move the stand-in's (the runtime calls it for
@@ -125,7 +153,7 @@ public final class SpindleRunLoopExecutor: SerialExecutor, @unchecked Sendable {
 
     private var isOnItsThread: Bool {
         if self.runLoop.isOwnedByCurrentThread { return true }
-        return self.standIn.value?.runLoop.isOwnedByCurrentThread ?? false
+        return self.moving.withLockedValue { $0.standIn }?.runLoop.isOwnedByCurrentThread ?? false
     }
 }
 
@@ -144,6 +172,7 @@ private final class PendingJob: @unchecked Sendable {
 
     func run() {
         self.ran = true
+        self.executor.onLoop.subtract(1, ordering: .relaxed)
         self.job.runSynchronously(on: self.executor.asUnownedSerialExecutor())
     }
 

@@ -187,10 +187,14 @@ final class BlockRun: @unchecked Sendable {
             && self.closed.load(ordering: .sequentiallyConsistent)
     }
 
-    /// The owner, after `work`: closes the run and waits for helpers still running a block.
+    /// The owner, after `work`: closes the run and waits for helpers still running a block. On a pool thread the
+    /// wait is one the pool sees (a helper's block may wait for work only this pool can serve: a stand-in serves
+    /// it meanwhile).
     func finish() {
         self.closed.store(true, ordering: .sequentiallyConsistent)
-        if self.active.load(ordering: .sequentiallyConsistent) > 0 { BlockHelperPool.shared.waitForHelpers(of: self) }
+        if self.active.load(ordering: .sequentiallyConsistent) > 0 {
+            ThreadContext.current.blocking { BlockHelperPool.shared.waitForHelpers(of: self) }
+        }
     }
 
     private func drain() {

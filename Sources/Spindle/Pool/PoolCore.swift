@@ -301,6 +301,16 @@ final class PoolCore: @unchecked Sendable {
         self.perform(plan)
     }
 
+    /// A served queue's termination wait began: the pool decides again for the requests waiting, as the next
+    /// request would. After its starts gave up (`threadFailedToStart`: no thread alive, the timer's thread could not
+    /// start either), a shut-down queue sends no more requests, so its wait is what tries again.
+    func decideAgain() {
+        self.lock.lock()
+        let plan = self.decideLocked()
+        self.lock.unlock()
+        self.perform(plan)
+    }
+
     // MARK: - Blocking in a wait
 
     /// The calling pool thread is about to block in a Spindle wait: one more thread may serve meanwhile.

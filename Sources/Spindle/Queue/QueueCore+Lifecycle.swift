@@ -120,12 +120,14 @@ extension QueueCore {
         QueueCore.join(self.lock.withLock { self.collectThreadsLocked() })
     }
 
-    /// A termination wait begins: one wake decision for whatever can start now (see `waitForTermination`).
+    /// A termination wait begins: one wake decision for whatever can start now (see `waitForTermination`); a queue
+    /// served by a pool also has the pool decide again (its requests may be waiting there with no thread coming).
     private func terminationWaitBegins() -> AfterUnlock {
         var after = AfterUnlock()
         self.lockAndAdmit()
         after.wake = self.collectWakeActionsLocked()
         self.lock.unlock()
+        self.pool?.core.decideAgain()
         return after
     }
 

@@ -51,8 +51,10 @@ extension QueueCore {
         after.wake.add(self.wakeOrSpawnLocked())
         after.wake.callerReturns = after.hasNoReleases
         self.lock.unlock()
-        context.workerOf = outerWorker
+        // Still this queue's worker while the releases run deinitialisers: a wait for this queue from one of them
+        // is refused (`waitOnOwnQueue`), as on a worker of its own, instead of waiting for this serve to end.
         self.perform(&after)  // the handle (and this queue) may go away here; the caller holds this core
+        context.workerOf = outerWorker
         // Last: the serve is over (a stopping queue terminates only now, after everything it held was released).
         guard counted else { return }
         var ended = AfterUnlock()
