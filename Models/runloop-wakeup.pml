@@ -79,14 +79,14 @@
  */
 /* [INIT_OPEN]   PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:63 "init() { try? self.open() }" */
 /* [R_PREP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:39 "try self.prepareToRun()" */
-/* [PREP_OPEN]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:115 "try self.wakeup.open()" */
+/* [PREP_OPEN]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:133 "try self.wakeup.open()" */
 /* [O_ISOPEN]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:80 "if self.descriptorStorage.load(ordering: .relaxed) >= 0 { return }" */
 /* [O_CREATE]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:81 "let fd = try retryingOnEINTR("eventfd") { cshim_eventfd_create() }" */
 /* [O_STORE]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:82 "self.descriptorStorage.store(fd, ordering: .sequentiallyConsistent)" */
-/* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:283 "let queued = self.state.withLock { state -> Bool in" */
-/* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:285 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
-/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:289 "if queued { self.wakeUp() }" */
-/* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:303 "public func wakeUp() { self.wakeup.signal() }" */
+/* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:313 "let queued = self.state.withLock { state -> Bool in" */
+/* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:315 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
+/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:319 "if queued { self.wakeUp() }" */
+/* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:334 "public func wakeUp() { if !self.isInherited { self.wakeup.signal() } }" */
 /* [S_LOAD]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:87 "if self.firstSignalAt.load(ordering: .relaxed) == RunLoopWakeup.idleUnstamped {" */
 /* [S_CAS]       PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:88 "_ = self.firstSignalAt.compareExchange(" */
 /* [S_CAS2]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:89 "expected: RunLoopWakeup.idleUnstamped, desired: cshim_clock_monotonic_ns(), ordering: .relaxed)" */

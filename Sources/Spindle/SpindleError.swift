@@ -83,8 +83,8 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case batchExceedsCapacity(name: String, count: Int, capacity: Int)
     /// A queue capacity below 1.
     case invalidCapacity(Int)
-    /// Using, in a process made by `fork()`, a queue made before the fork: its worker threads stayed in the parent,
-    /// so it takes no work and waits for nothing here. Make a new queue in the child.
+    /// Using, in a process made by `fork()`, a queue (or a `SpindleRunLoopThread`) made before the fork: its threads
+    /// stayed in the parent, so it takes no work and waits for nothing here. Make a new one in the child.
     case forkedChild(name: String)
 
     /// Adding work to a queue after its `shutdown` began: nothing was added, and the operation is as it was (it can
@@ -178,7 +178,7 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
             return "maxConcurrentOperationCount must be >= 0 or the default sentinel (\(v) was given)"
         case .waitOnOwnQueue(let n): return "an operation of queue '\(n)' cannot wait for that queue to drain"
         case .forkedChild(let n):
-            return "queue '\(n)' was made before fork(): its threads are in the parent, so it takes no work in the child"
+            return "'\(n)' was made before fork(): its threads are in the parent, so it takes no work in the child"
         case .queueShutDown(let n): return "queue '\(n)' is shut down: it accepts no new work; nothing was added"
         case .duplicateInBatch(let n): return "operation '\(n)' appears twice in one batch"
         case .queueFull(let n, let c): return "queue '\(n)' is full (capacity \(c)); nothing was added"

@@ -31,7 +31,7 @@ extension SpindleRunLoop {
     /// round: `SpindleRunLoop.current` there is a new, empty loop that exits in turn). The alternative, never
     /// running them, would leave the ports not retired for ever, which is the bug this closes.
     func ownerDidExit() {
-        guard !self.isMainLoop else { return }
+        guard !self.isMainLoop, !self.isInherited else { return }  // inherited: a forked child's copy (see "Fork")
         var taken = self.state.withLock { state -> Orphans? in
             guard !self.ownerExited.load(ordering: .relaxed) else { return nil }
             self.ownerExited.store(true, ordering: .releasing)

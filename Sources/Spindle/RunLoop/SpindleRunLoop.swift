@@ -23,6 +23,12 @@ import Synchronization
 ///   not run are dropped; `add` throws `SpindleError.runLoopExited` and changes nothing;
 /// - the main loop is never exited.
 ///
+/// Fork: in a forked child, every loop made in the parent counts as exited (`isInherited`): its thread is not
+/// there, and a parent thread may have held its lock at the fork, so nothing in the child takes that lock. Each of
+/// the methods above answers as for an exited loop without locking (`add` throws `runLoopExited`, `perform` returns
+/// false, a run throws `runLoopExited`, the rest change nothing), and `wakeUp` writes nothing (its eventfd is the
+/// parent's too). The child's threads get new loops from `current`, and `main` is a new main loop in the child.
+///
 /// Decisions (Spindle's contract, SEMANTICS Part 1 item 12):
 /// - a mode with no sources, timers or pending performs returns at once (`runOnce` returns false), except the
 ///   outermost run of a `SpindleRunLoopThread`'s loop, which waits for work until the thread is shut down;
@@ -66,6 +72,8 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     var inService: Set<ObjectIdentifier> = []
     /// Whether the owning thread has exited (see the type's documentation and `ownerDidExit`).
     let ownerExited = Atomic<Bool>(false)
+    /// The fork generation the loop was made in (immutable; see "Fork" above).
+    let forkGeneration = ForkGeneration.current
 
     /// What a thread's slot holds: released when the thread exits (its thread-locals are destroyed), which tells
     /// the loop its owner is gone.
@@ -84,25 +92,34 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// The calling thread's run loop: made on first access, the same object on every access from this thread,
     /// and `main` on the main thread. Any thread.
     public static var current: SpindleRunLoop {
-        if let ownership = slot.value { return ownership.loop }
+        // In a forked child, the forking thread's slot holds its parent-side loop: it gets a new one.
+        if let ownership = slot.value, !ownership.loop.isInherited { return ownership.loop }
         let loop = SpindleThread.isMainThread ? SpindleRunLoop.main : SpindleRunLoop(isMainLoop: false)
         slot.value = Ownership(loop)
         return loop
     }
 
     /// The main thread's run loop (the thread whose kernel id is the process id). Readable from any thread; only
-    /// the main thread may run it.
-    public static let main = SpindleRunLoop(isMainLoop: true)
+    /// the main thread may run it. A new one in a forked child (see "Fork").
+    public static var main: SpindleRunLoop { mainLoops.current }
+
+    private static let mainLoops = PerProcess { SpindleRunLoop(isMainLoop: true) }
+
+    /// Made in a parent process, and this is a forked child: it counts as exited and its lock is never taken (see
+    /// "Fork"). Any thread.
+    @inline(__always)
+    var isInherited: Bool { ForkGeneration.isInherited(self.forkGeneration) }
 
     /// Whether the calling thread owns this loop (and so may run it). Any thread.
     public var isOwnedByCurrentThread: Bool {
+        if self.isInherited { return false }
         if self.isMainLoop { return SpindleThread.isMainThread }
         return SpindleRunLoop.slot.value?.loop === self
     }
 
     /// Whether the owning thread has exited: nothing will be served on this loop again. Never true for the main
     /// loop. Any thread, no lock (see `ownerExited`).
-    var ownerHasExited: Bool { self.ownerExited.load(ordering: .acquiring) }
+    var ownerHasExited: Bool { self.ownerExited.load(ordering: .acquiring) || self.isInherited }
 
     func checkOwner() throws(SpindleError) {
         guard self.isOwnedByCurrentThread else { throw .runLoopNotOwned }
@@ -111,6 +128,7 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// Before a run: the caller owns the loop, and its wakeup descriptor is open (opened now if the loop was
     /// made while the process was out of descriptors).
     func prepareToRun() throws(SpindleError) {
+        if self.isInherited { throw .runLoopExited }
         try self.checkOwner()
         try self.wakeup.open()
     }
@@ -124,14 +142,15 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
 
     /// The mode being run (the innermost one when runs nest), or nil outside a run. Any thread (the owning
     /// thread reads it inside callouts).
-    public var currentMode: Mode? { self.state.withLock { $0.modeStack.last } }
+    public var currentMode: Mode? { self.isInherited ? nil : self.state.withLock { $0.modeStack.last } }
 
     /// The modes `.common` stands for on this loop: `.default` plus those added with `addCommonMode`. Any thread.
-    public var commonModes: Set<Mode> { self.state.withLock { $0.commonModes } }
+    public var commonModes: Set<Mode> { self.isInherited ? [] : self.state.withLock { $0.commonModes } }
 
     /// Adds `mode` to the loop's common modes: sources registered in `.common` are then also served when `mode`
     /// runs. Any thread; wakes the loop. Adding `.common` itself does nothing.
     public func addCommonMode(_ mode: Mode) {
+        if self.isInherited { return }
         guard mode != .common else { return }
         self.state.withLock { _ = $0.commonModes.insert(mode) }
         self.wakeUp()
@@ -145,6 +164,7 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// - Throws: `SpindleError.runLoopExited` if this loop's thread has exited; `portInvalidated` if the port was
     ///   invalidated; `scheduledOnAnotherRunLoop` if it is scheduled on another live run loop. Nothing changes then.
     public func add<Message>(_ port: SpindlePort<Message>, forMode mode: Mode = .default) throws(SpindleError) {
+        if self.isInherited { throw .runLoopExited }
         let result = self.state.withLock { state -> RunLoopAttachResult? in
             guard !self.ownerHasExited else { return nil }
             let result = port.loopAttach(self, mode: mode)
@@ -160,6 +180,7 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// Unschedules `port` from `mode`; its other modes keep it. Does nothing if it is not scheduled in `mode` on
     /// this loop. Any thread.
     public func remove<Message>(_ port: SpindlePort<Message>, forMode mode: Mode) {
+        if self.isInherited { return }
         self.state.withLock { state in
             guard state.tables[mode]?.ports[ObjectIdentifier(port)] != nil else { return }
             _ = port.loopDetach(from: mode)
@@ -170,7 +191,8 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
 
     /// Whether `port` is scheduled in `mode` of this loop. Any thread.
     public func contains<Message>(_ port: SpindlePort<Message>, inMode mode: Mode) -> Bool {
-        self.state.withLock { $0.tables[mode]?.ports[ObjectIdentifier(port)] != nil }
+        if self.isInherited { return false }
+        return self.state.withLock { $0.tables[mode]?.ports[ObjectIdentifier(port)] != nil }
     }
 
     /// Called by `SpindlePort.invalidate()` (no port lock held): the port leaves every mode and waits in
@@ -178,6 +200,7 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// Returns false, changing nothing, when the owning thread has exited meanwhile (the port then retires on the
     /// invalidating thread); the check is under `state`, so the port is queued only if `ownerDidExit` will see it.
     func portDidInvalidate(_ port: any RunLoopPortEntry) -> Bool {
+        if self.isInherited { return false }
         let queued = self.state.withLock { state -> Bool in
             guard !self.ownerHasExited else { return false }
             for mode in port.loopDetachAll() { state.tables[mode]?.ports[ObjectIdentifier(port)] = nil }
@@ -196,6 +219,7 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// - Throws: `SpindleError.runLoopExited` if this loop's thread has exited; `scheduledOnAnotherRunLoop` if the
     ///   timer is scheduled on another live run loop. Nothing changes then.
     public func add(_ timer: SpindleTimer, forMode mode: Mode = .default) throws(SpindleError) {
+        if self.isInherited { throw .runLoopExited }
         let now = cshim_clock_monotonic_ns()
         let refusal = self.state.withLock { state -> SpindleError? in
             guard !self.ownerHasExited else { return .runLoopExited }
@@ -214,11 +238,13 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
 
     /// Whether `timer` is scheduled in `mode` of this loop. Any thread.
     public func contains(_ timer: SpindleTimer, inMode mode: Mode) -> Bool {
-        self.state.withLock { $0.tables[mode]?.timers[ObjectIdentifier(timer)] != nil }
+        if self.isInherited { return false }
+        return self.state.withLock { $0.tables[mode]?.timers[ObjectIdentifier(timer)] != nil }
     }
 
     /// Called by `SpindleTimer.invalidate()` (no timer lock held).
     func timerDidInvalidate(_ timer: SpindleTimer, modes: Set<Mode>) {
+        if self.isInherited { return }
         self.state.withLock { state in
             for mode in modes { state.removeTimer(timer, from: mode) }
         }
@@ -232,6 +258,7 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// - Throws: `SpindleError.runLoopExited` if this loop's thread has exited; `scheduledOnAnotherRunLoop` if the
     ///   source is scheduled on another live run loop. Nothing changes then.
     public func add(_ source: SpindleDescriptorSource, forMode mode: Mode = .default) throws(SpindleError) {
+        if self.isInherited { throw .runLoopExited }
         let refusal = self.state.withLock { state -> SpindleError? in
             guard !self.ownerHasExited else { return .runLoopExited }
             switch source.loopAttach(self, mode: mode) {
@@ -248,6 +275,7 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
 
     /// Stops watching `source` in `mode` (its other modes keep it; it can be added again). Any thread.
     public func remove(_ source: SpindleDescriptorSource, forMode mode: Mode) {
+        if self.isInherited { return }
         self.state.withLock { state in
             guard state.tables[mode]?.sources[ObjectIdentifier(source)] != nil else { return }
             _ = source.loopDetach(from: mode)
@@ -258,6 +286,7 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
 
     /// Called by `SpindleDescriptorSource.cancel()` (no source lock held), and by the loop after `.endOfFile`.
     func sourceDidFinish(_ source: SpindleDescriptorSource, modes: Set<Mode>) {
+        if self.isInherited { return }
         self.state.withLock { state in
             for mode in modes { state.tables[mode]?.sources[ObjectIdentifier(source)] = nil }
         }
@@ -280,6 +309,7 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     @discardableResult
     public func perform(inModes modes: [Mode] = [.common], order: Int = 0,
                         _ block: @escaping @Sendable () -> Void) -> Bool {
+        if self.isInherited { return false }
         let queued = self.state.withLock { state -> Bool in
             guard !self.ownerHasExited else { return false }
             state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence(),
@@ -294,18 +324,20 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// `run(until:)`, or one `runOnce`). If the loop is not running, its next run returns at once (a stop is
     /// never lost; one stop ends one run). Any thread.
     public func stop() {
+        if self.isInherited { return }
         self.state.withLock { $0.stopRequested = true }
         self.wakeUp()
     }
 
     /// Wakes the loop if it sleeps, so it looks at its sources again (the explicit wakeup of CFRunLoopWakeUp).
     /// Any thread.
-    public func wakeUp() { self.wakeup.signal() }
+    public func wakeUp() { if !self.isInherited { self.wakeup.signal() } }
 
     /// When the next timer of `mode` fires; `.distantFuture` when the mode has sources but no timers; nil when it
     /// has no sources, timers or pending performs at all. Pure: fires nothing. Any thread.
     public func limitDate(forMode mode: Mode) -> SpindleDeadline? {
-        self.state.withLock { state -> SpindleDeadline? in
+        if self.isInherited { return nil }
+        return self.state.withLock { state -> SpindleDeadline? in
             guard state.hasWork(for: mode) else { return nil }
             guard let next = state.nextFire(for: mode) else { return .distantFuture }
             return SpindleDeadline(uptimeNanoseconds: next)

@@ -96,6 +96,7 @@ public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConver
     }
 
     deinit {
+        if self.runLoop.isInherited { return }  // a forked child's copy: its thread and locks are the parent's
         let stopped = self.requestStop()
         if stopped { self.thread.relinquish() }  // not joined by a shutdown: let it go (it exits on its own)
     }
@@ -117,16 +118,18 @@ public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConver
 
     /// Stops the loop for good and waits until the thread has served what was queued and exited, then joins it.
     /// Idempotent: later calls (and calls that overlap it) return once the thread is joined.
-    /// - Throws: `SpindleError.joinSelf` when called on the loop's own thread (nothing changes then: it would wait
-    ///   for itself).
+    /// - Throws: `SpindleError.forkedChild` in a forked child, for a loop thread made before the fork (its thread
+    ///   is in the parent); `SpindleError.joinSelf` when called on the loop's own thread (nothing changes then: it
+    ///   would wait for itself).
     public func shutdown() throws(SpindleError) {
         _ = try self.shutdown(until: .distantFuture)
     }
 
     /// `shutdown()`, waiting at most until `deadline`. Returns whether the thread was joined; false when a callout
     /// still runs at the deadline (the stop stands, and a later call joins it).
-    /// - Throws: `SpindleError.joinSelf` on the loop's own thread, as `shutdown()`.
+    /// - Throws: `SpindleError.forkedChild` and `SpindleError.joinSelf`, as `shutdown()`.
     public func shutdown(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
+        if self.runLoop.isInherited { throw .forkedChild(name: self.thread.name) }
         if SpindleThread.current === self.thread { throw .joinSelf(name: self.thread.name) }
         self.requestStop()
         let control = self.control
@@ -155,6 +158,7 @@ public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConver
     /// - Throws: `CancellationError` if the task is cancelled first (the stop stands; the thread is not joined yet,
     ///   a later `shutdown` joins it); `SpindleError.joinSelf` from the loop's own thread.
     public func shutdown() async throws {
+        if self.runLoop.isInherited { throw SpindleError.forkedChild(name: self.thread.name) }
         if SpindleThread.current === self.thread { throw SpindleError.joinSelf(name: self.thread.name) }
         self.requestStop()
         try await self.control.exitSignal.wait()
@@ -164,6 +168,7 @@ public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConver
 
     /// The thread's name and whether it still runs its loop.
     public var description: String {
+        if self.runLoop.isInherited { return "SpindleRunLoopThread(\(self.thread.name), made before fork())" }
         let state = self.control.condition.withLock { self.control.state }
         return "SpindleRunLoopThread(\(self.thread.name), \(state))"
     }
