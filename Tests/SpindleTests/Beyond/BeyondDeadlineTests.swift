@@ -116,7 +116,11 @@ import Testing
             }
             try queue.addOperation(op)
         }
-        for op in completed + expired { #expect((try? op.waitUntilFinished(timeout: .seconds(qtDeadline))) == true) }
+        // One deadline shared by all 200 waits: a deadline per wait would add up to 200 × qtDeadline (a hang, in
+        // effect) if the operations never finished, e.g. when a fired deadline no longer lets a waiting one finish.
+        let end = SpindleDeadline.after(.seconds(qtDeadline))
+        let unfinished = (completed + expired).filter { (try? $0.waitUntilFinished(until: end)) != true }
+        #expect(unfinished.isEmpty, "\(unfinished.count) did not finish: \(unfinished.prefix(4).map(\.displayName))")
         try blocker.start()
         qtDrain(queue)
         #expect(expired.allSatisfy { $0.deadlineExpired && $0.runs.count == 0 })

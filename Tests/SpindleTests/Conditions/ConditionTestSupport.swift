@@ -87,10 +87,13 @@ func ctBlockingHolder(_ name: String, category: String, log: QTLog<String>? = ni
     return (op, started, release)
 }
 
-/// Waits (bounded) for `op` to finish; records an issue if it does not.
-func ctFinish(_ op: SpindleOperation, sourceLocation: SourceLocation = #_sourceLocation) {
+/// Waits (bounded) for `op` to finish; records an issue if it does not. Returns whether it finished, so a test
+/// that repeats rounds can stop at the first failed one (rounds × qtDeadline would hang the run in effect).
+@discardableResult
+func ctFinish(_ op: SpindleOperation, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
     let done = (try? op.waitUntilFinished(timeout: .seconds(qtDeadline))) ?? false
     #expect(done, "\(op.displayName) did not finish", sourceLocation: sourceLocation)
+    return done
 }
 
 /// The `SpindleError.conditionFailed` an operation's `error` holds: (condition, underlying), or nil.

@@ -4,12 +4,32 @@ import Testing
 
 // Helpers for the example tests: run an example through a capturing sink, then find lines in what it wrote.
 
-/// Runs the example called `name` on the calling thread and returns everything it wrote.
-func runExample(_ name: String) throws -> CapturingOutput {
+/// How long one example may take before its test fails. The examples wait the way the code they show does, with
+/// plain `waitUntilFinished()` and no deadline, so a broken library would hang them; the test waits for the whole
+/// example with this generous deadline instead (three times `qtDeadline`: an example is several blocking steps).
+let exampleDeadline: Double = 3 * qtDeadline
+
+/// Runs the example called `name` on a fresh Spindle thread and returns everything it wrote, and that thread (the
+/// example's calling thread, which stands in for the books' main thread). An example that does not end within
+/// `exampleDeadline` fails the test (its thread is left behind) instead of hanging the run.
+func runExampleOnCaller(_ name: String, sourceLocation: SourceLocation = #_sourceLocation) throws
+    -> (out: CapturingOutput, caller: SpindleThread) {
     let example = try #require(SpindleExamples.named(name), "no example named \(name)")
     let output = CapturingOutput()
-    try example.run(output)
-    return output
+    let caller = QTLog<SpindleThread>()
+    let errors = QTLog<any Error>()
+    let ended = qtOnOtherThread(seconds: exampleDeadline) {
+        caller.append(SpindleThread.current)
+        do { try example.run(output) } catch { errors.append(error) }
+    }
+    try #require(ended, "example \(name) did not end within \(exampleDeadline) s", sourceLocation: sourceLocation)
+    if let error = errors.all.first { throw error }
+    return (output, try #require(caller.all.first, sourceLocation: sourceLocation))
+}
+
+/// `runExampleOnCaller` for tests that do not look at the calling thread: just what the example wrote.
+func runExample(_ name: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> CapturingOutput {
+    try runExampleOnCaller(name, sourceLocation: sourceLocation).out
 }
 
 extension CapturingOutput {

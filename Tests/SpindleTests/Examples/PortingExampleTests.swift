@@ -9,7 +9,7 @@ import Testing
     /// per start); the cancelled download never executes; the dependent renders after every download; the failing
     /// one keeps the client's error.
     @Test func asyncBaseClassFinishesFromTheCallbackWithoutAThreadPerStart() throws {
-        let out = try runExample("port-async-operation")
+        let (out, caller) = try runExampleOnCaller("port-async-operation")
         for url in ["cat.png", "dog.png"] {
             #expect(out.isOrdered(out.index(of: "\(url): requested"), out.index(of: "\(url): 448 bytes")))
         }
@@ -18,7 +18,7 @@ import Testing
         let callbacks = out.indices(prefix: "cat.png: 448").map { out.lines[$0].threadID }
             + out.indices(prefix: "dog.png: 448").map { out.lines[$0].threadID }
         #expect(callbacks.count == 2 && Set(callbacks).count == 1, "both callbacks on the client's thread")
-        #expect(!callbacks.contains(SpindleThread.current.threadID))
+        #expect(!callbacks.contains(caller.threadID))
         #expect(Array(out.texts.suffix(5)) == [
             "render: every download has finished",
             "cat.png: cancelled false, error none",

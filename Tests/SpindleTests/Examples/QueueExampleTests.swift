@@ -6,8 +6,8 @@ import Testing
 /// goes on; a queue of width 2 never runs more than two at once.
 @Suite struct QueueExampleTests {
     /// Each operation prints a header then three lines on its own thread: checks them, returns the threads used.
-    private func checkQueuedEntries(_ out: CapturingOutput, headerPrefix: String, values: Set<String>) -> Set<Int32> {
-        let caller = SpindleThread.current.threadID
+    private func checkQueuedEntries(_ out: CapturingOutput, caller: Int32, headerPrefix: String,
+                                    values: Set<String>) -> Set<Int32> {
         let headers = out.indices(prefix: headerPrefix)
         #expect(headers.count == 2)
         var seen = Set<String>()
@@ -31,12 +31,12 @@ import Testing
     }
 
     @Test(qtOwnThreadsOnly) func invocationOperationsOnAQueueRunOnItsWorkers() throws {
-        let out = try runExample("invocation-queue")
+        let (out, caller) = try runExampleOnCaller("invocation-queue")
         #expect(out.lines.count == 9)
         let first = out.index(of: "[AsynchronousAppDelegate firstOperationEntry(_:)]")
         let second = out.index(of: "[AsynchronousAppDelegate secondOperationEntry(_:)]")
         #expect(first != nil && second != nil)
-        let threads = self.checkQueuedEntries(out, headerPrefix: "[AsynchronousAppDelegate ",
+        let threads = self.checkQueuedEntries(out, caller: caller.threadID, headerPrefix: "[AsynchronousAppDelegate ",
                                               values: ["Parameter Object = 111", "Parameter Object = 222"])
         for tid in threads {
             #expect(out.lines.contains { $0.text.hasPrefix("Current Thread = SpindleThread(spindle.w") && $0.threadID == tid })
@@ -44,9 +44,9 @@ import Testing
     }
 
     @Test func simpleOperationsRunOnThreadsOfTheirOwn() throws {
-        let out = try runExample("simple-operation")
+        let (out, caller) = try runExampleOnCaller("simple-operation")
         #expect(out.lines.count == 9)
-        let threads = self.checkQueuedEntries(out, headerPrefix: "-[SimpleOperation main()]",
+        let threads = self.checkQueuedEntries(out, caller: caller.threadID, headerPrefix: "-[SimpleOperation main()]",
                                               values: ["Parameter Object = 111", "Parameter Object = 222"])
         #expect(threads.count == 2)  // each concurrent operation spawns its own thread for main
     }

@@ -5,9 +5,9 @@ import Testing
 /// Seed 002 (the Concurrency Programming Guide's chapter 3): the orders its text documents.
 @Suite struct Seed002ExampleTests {
     @Test func invocationOperationResultIsTyped() throws {
-        let out = try runExample("task-with-data")
+        let (out, caller) = try runExampleOnCaller("task-with-data")
         let task = try #require(out.index(prefix: "myTaskMethod([1, 2, 3, 4]) on SpindleThread(spindle.w"))
-        #expect(out.lines[task].threadID != SpindleThread.current.threadID)
+        #expect(out.lines[task].threadID != caller.threadID)
         #expect(out.isOrdered(task, out.index(of: "result() = 10")))
         #expect(out.index(prefix: "myTaskMethod([5])") == nil)  // the cancelled one never calls the method
         #expect(out.texts.last?.hasPrefix("result() of a cancelled operation throws: ") == true)
@@ -79,9 +79,9 @@ import Testing
     }
 
     @Test func waitingReturnsAfterTheWorkAndRefusesSelfWaits() throws {
-        let out = try runExample("waiting")
+        let (out, caller) = try runExampleOnCaller("waiting")
         let waiter = try #require(out.index(of: "waiter thread: op finished = true"))
-        #expect(out.lines[waiter].threadID != SpindleThread.current.threadID)
+        #expect(out.lines[waiter].threadID != caller.threadID)
         #expect(out.isOrdered(out.index(of: "op: work done"), waiter))
         #expect(out.index(prefix: "waitUntilFinished() in its own main: ") != nil)
         #expect(out.index(prefix: "waitUntilAllOperationsAreFinished() on its own queue: ") != nil)

@@ -6,40 +6,40 @@ import Testing
 /// the work is done. The calling thread stands in for the books' main thread.
 @Suite struct SynchronousExampleTests {
     @Test func invocationOperationRunsOnTheCallingThread() throws {
-        let out = try runExample("invocation-start")
+        let (out, caller) = try runExampleOnCaller("invocation-start")
         #expect(out.texts == [
             "Parameter Object = 123",
             "Main Thread = \(SpindleThread.main)",
-            "Current Thread = \(SpindleThread.current)",
+            "Current Thread = \(caller)",
         ])
-        #expect(out.lines.allSatisfy { $0.threadID == SpindleThread.current.threadID })
+        #expect(out.lines.allSatisfy { $0.threadID == caller.threadID })
     }
 
     @Test(arguments: ["block-count", "counting-operation"])
     func countingToNineHundredNinetyNineBlocksTheCaller(name: String) throws {
-        let out = try runExample(name)
-        let expected = ["Main Thread = \(SpindleThread.main)", "Current Thread = \(SpindleThread.current)"]
+        let (out, caller) = try runExampleOnCaller(name)
+        let expected = ["Main Thread = \(SpindleThread.main)", "Current Thread = \(caller)"]
             + (0..<1000).map { "Count = \($0)" } + ["Main thread is here"]
         #expect(out.texts == expected)
-        #expect(out.lines.allSatisfy { $0.threadID == SpindleThread.current.threadID })
+        #expect(out.lines.allSatisfy { $0.threadID == caller.threadID })
     }
 
     @Test func vinnyOperationRunsMainInsideStart() throws {
-        let out = try runExample("vinny-operation")
+        let (out, caller) = try runExampleOnCaller("vinny-operation")
         #expect(out.texts == [
             "start before",
             "main begin",
-            "currentThread = \(SpindleThread.current)",
+            "currentThread = \(caller)",
             "mainThread    = \(SpindleThread.main)",
             "main end",
             "start after",
         ])
-        #expect(out.lines.allSatisfy { $0.threadID == SpindleThread.current.threadID })
+        #expect(out.lines.allSatisfy { $0.threadID == caller.threadID })
     }
 
     @Test func myOperationRunsMainOnANewThreadThroughPerform() throws {
-        let out = try runExample("my-operation")
-        let caller = SpindleThread.current.threadID
+        let (out, callerThread) = try runExampleOnCaller("my-operation")
+        let caller = callerThread.threadID
         let before = out.index(of: "start before"), after = out.index(of: "start after")
         #expect(out.isOrdered(before, after))
         #expect(before.map { out.lines[$0].threadID } == caller && after.map { out.lines[$0].threadID } == caller)

@@ -14,7 +14,7 @@ import Testing
     }
 
     @Test func threadObjectStartsOnceStopsWhenCancelledAndNeverRunsWhenCancelledFirst() throws {
-        let out = try runExample("thread-object")
+        let (out, caller) = try runExampleOnCaller("thread-object")
         #expect(out.texts == [
             "created: executing false, finished false",
             "second start: thread 'poller' was already started; a thread starts once",
@@ -22,7 +22,7 @@ import Testing
             "never: finished true, cancelled true",
         ])
         let poller = try #require(out.index(of: "poller: cancelled, stopping"))
-        #expect(out.lines[poller].threadID != SpindleThread.current.threadID)
+        #expect(out.lines[poller].threadID != caller.threadID)
     }
 
     @Test func observedValuesCarryOldAndNew() throws {

@@ -199,9 +199,10 @@ func qtNamed(_ name: String, _ block: @escaping @Sendable () -> Void = {}) -> Sp
     return op
 }
 
-/// Runs `body` on a fresh detached Spindle thread and waits (with the deadline) for it to return.
+/// Runs `body` on a fresh detached Spindle thread and waits (up to `seconds`) for it to return; false if it did
+/// not (then the thread is left behind, still running `body`).
 @discardableResult
-func qtOnOtherThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+func qtOnOtherThread(seconds: Double = qtDeadline, _ body: @escaping @Sendable () -> Void) -> Bool {
     let done = QTGate()
     do {
         try SpindleThread.detach(name: "qt-other") {
@@ -212,7 +213,7 @@ func qtOnOtherThread(_ body: @escaping @Sendable () -> Void) -> Bool {
         Issue.record("could not start a thread: \(error)")
         return false
     }
-    return done.wait()
+    return done.wait(seconds: seconds)
 }
 
 /// Keeps a computed value observable so the optimiser cannot drop the work that made it.
