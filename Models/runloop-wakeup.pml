@@ -37,7 +37,9 @@
  *      the zero-timeout poll of the mode's descriptors after a pass that handled something (inside
  *      [P_HANDLED]); it neither blocks nor touches the eventfd. Left out too: the owning thread's exit
  *      (SpindleRunLoop.ownerDidExit); the modelled loop never exits, so perform's check of `ownerExited`
- *      under the lock ([PF_LOCK]) always passes and [PF_WAKE] always signals.
+ *      under the lock ([PF_LOCK]) always passes and [PF_WAKE] always signals (perform signals the eventfd
+ *      itself, as wakeUp() does). Left out as well: a forked child, where a loop made in the parent refuses
+ *      perform before taking its lock (`isInherited`) and wakeUp() writes nothing.
  *   A6 Opening the descriptor: `fdOpen` is `descriptorStorage >= 0`; it only goes from false to true. init's
  *      open may fail, and the owner's open in prepareToRun may fail at most OPEN_FAILS times (1) before it
  *      succeeds (the run throws and the thread runs again: bounded so that the model stays finite; failing
@@ -85,7 +87,7 @@
 /* [O_STORE]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:82 "self.descriptorStorage.store(fd, ordering: .sequentiallyConsistent)" */
 /* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:313 "let queued = self.state.withLock { state -> Bool in" */
 /* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:315 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
-/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:319 "if queued { self.wakeUp() }" */
+/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:319 "if queued { self.wakeup.signal() }" */
 /* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:334 "public func wakeUp() { if !self.isInherited { self.wakeup.signal() } }" */
 /* [S_LOAD]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:87 "if self.firstSignalAt.load(ordering: .relaxed) == RunLoopWakeup.idleUnstamped {" */
 /* [S_CAS]       PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:88 "_ = self.firstSignalAt.compareExchange(" */

@@ -309,14 +309,14 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     @discardableResult
     public func perform(inModes modes: [Mode] = [.common], order: Int = 0,
                         _ block: @escaping @Sendable () -> Void) -> Bool {
-        if self.isInherited { return false }
+        if self.isInherited { return false }  // checked once: the steps below skip it
         let queued = self.state.withLock { state -> Bool in
-            guard !self.ownerHasExited else { return false }
+            guard !self.ownerExited.load(ordering: .acquiring) else { return false }
             state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence(),
                                                  block: block))
             return true
         }
-        if queued { self.wakeUp() }
+        if queued { self.wakeup.signal() }
         return queued
     }
 
