@@ -71,8 +71,8 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
 ///
 /// State: the handler is under the lock of `slot`'s instance for this process (a leaf lock: nothing else is taken
 /// while holding it; the handler is read under it and called after unlocking; a replaced one is released after
-/// unlocking). Per process (`PerProcess`, keyed by the raw fork generation so that reporting never starts fork
-/// tracking, which itself may report): a parent thread inside `setHandler` or `report` at a `fork()` would leave
+/// unlocking). Per process (`PerProcess`, keyed by `ForkGeneration.current`, which starts fork tracking the first
+/// time anything, reporting included, asks: until then a fork would go unnoticed): a parent thread inside `setHandler` or `report` at a `fork()` would leave
 /// the lock held for ever in the child. So a forked child starts with no handler: set it again there. `count` is
 /// an atomic.
 public enum SpindleDiagnostics {
@@ -80,7 +80,7 @@ public enum SpindleDiagnostics {
         let handler = SpindleLockedValue<(@Sendable (SpindleDiagnosticEvent) -> Void)?>(nil)
     }
 
-    private static let slot = PerProcess(generation: { cshim_fork_generation() }) { HandlerSlot() }
+    private static let slot = PerProcess { HandlerSlot() }
     private static let count = Atomic<Int>(0)
 
     /// Sets the process-wide handler (nil: events are only counted). Returns the previous one.

@@ -51,6 +51,9 @@ final class ThreadContext {
     @exclusivity(unchecked) unowned(unsafe) var workerOf: QueueCore?
     /// The `SpindleThreadPool` whose thread this is (it outlives its threads' loops); nil elsewhere.
     @exclusivity(unchecked) unowned(unsafe) var poolOf: PoolCore?
+    /// The key's destructor has run once at this thread's exit and put the context back for one more round (see
+    /// `key`).
+    @exclusivity(unchecked) var teardownDeferred = false
     /// 1 while this pool thread is inside a wait its pool was told about (`blocking`), so nested waits tell it once.
     @exclusivity(unchecked) var blockingDepth = 0
 
@@ -161,11 +164,24 @@ final class ThreadContext {
     /// of its own, so that running out of keys leaves this one, where its overflow values live).
     static func makeKey() { _ = ThreadContext.key }
 
+    /// The contexts' key. Its destructor defers the context's release by one round of the thread's key
+    /// destructors: glibc runs them in key order and this key is made before any `SpindleThreadLocal`'s, so without
+    /// the deferral a thread-local value released at exit (user code: its deinit) would find no context
+    /// (`SpindleThread.current` a stranger, `joinSelf` unseen). The first call sets the value again, which makes
+    /// glibc run another round after the other keys' destructors; the second releases it.
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
         checkPthread(pthread_key_create(&key) { raw in
+            guard let raw else { return }
+            let context = Unmanaged<ThreadContext>.fromOpaque(raw)
+            let deferred = context._withUnsafeGuaranteedRef { context -> Bool in
+                if context.teardownDeferred { return false }
+                context.teardownDeferred = true
+                return pthread_setspecific(ThreadContext.key, raw) == 0
+            }
+            if deferred { return }  // still installed for the other keys' destructors of this round
             cshim_tls_context_set(nil)
-            if let raw { Unmanaged<ThreadContext>.fromOpaque(raw).release() }
+            context.release()
         }, "pthread_key_create")
         return key
     }()

@@ -16,9 +16,12 @@ import CShim
 /// (ENOMEM) the generation never changes, and a child then behaves as the parent's objects would without their
 /// threads (reported once: `SpindleDiagnosticEvent.forkTrackingUnavailable`).
 enum ForkGeneration {
-    /// The generation now (starts tracking on first use).
+    /// The generation now (starts tracking on first use). A failure to start tracking is reported once, after
+    /// the one-time initialiser returned (a handler may itself use Spindle, and so ask for the generation).
     static var current: UInt64 {
-        _ = tracking
+        if tracking != 0 && !trackingFailureReported.exchange(true, ordering: .relaxed) {
+            SpindleDiagnostics.report(.forkTrackingUnavailable(errno: tracking))
+        }
         return cshim_fork_generation()
     }
 
@@ -26,11 +29,9 @@ enum ForkGeneration {
     @inline(__always)
     static func isInherited(_ generation: UInt64) -> Bool { generation != cshim_fork_generation() }
 
-    private static let tracking: Int32 = {
-        let error = cshim_fork_generation_track()
-        if error != 0 { SpindleDiagnostics.report(.forkTrackingUnavailable(errno: error)) }
-        return error
-    }()
+    /// 0, or the error of `pthread_atfork` (ENOMEM).
+    private static let tracking: Int32 = cshim_fork_generation_track()
+    private static let trackingFailureReported = Atomic<Bool>(false)
 }
 
 /// A process-wide object that owns threads, made again in a forked child (see `ForkGeneration`): `current`

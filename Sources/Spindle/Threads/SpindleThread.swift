@@ -133,7 +133,7 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         self.init(name: SpindleThread.commName(tid: getpid()) ?? "main")
         self.origin = .main
         self.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)
-        self.tidGeneration.store(cshim_fork_generation(), ordering: .relaxed)
+        self.tidGeneration.store(ForkGeneration.current, ordering: .relaxed)  // starts fork tracking
         self.tidStorage.store(getpid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
     }
@@ -144,7 +144,7 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         self.origin = .adopted
         self.handleStorage.store(UInt(pthread_self()), ordering: .relaxed)
         self.joinState.store(JoinState.detached.rawValue, ordering: .relaxed)
-        self.tidGeneration.store(cshim_fork_generation(), ordering: .relaxed)
+        self.tidGeneration.store(ForkGeneration.current, ordering: .relaxed)  // starts fork tracking
         self.tidStorage.store(cshim_gettid(), ordering: .relaxed)
         self.lifecycle.store(Lifecycle.running.rawValue, ordering: .relaxed)
     }
@@ -180,6 +180,8 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
 
     deinit {
         let handle = self.handleStorage.load(ordering: .acquiring)
+        // A parent's thread released in a forked child: its handle may name one of the child's threads now.
+        if self.isParentsThread { return }
         if self.joinState.load(ordering: .acquiring) == JoinState.joinable.rawValue, handle != 0 {
             SpindleThread.unjoinedReleases.add(1, ordering: .relaxed)
             _ = pthread_detach(pthread_t(handle))
@@ -196,6 +198,9 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     public func join() throws(SpindleError) {
         let name = self.name
         if self.isMain { throw .threadNotJoinable(name: name) }
+        // In a forked child the thread is the parent's: nothing of it runs here, and its handle may name one of the
+        // child's threads.
+        if self.isParentsThread { throw .forkedChild(name: name) }
         let state = self.joinState.load(ordering: .acquiring)
         if state == JoinState.detached.rawValue { throw .threadNotJoinable(name: name) }
         // Before `unstarted`: the thread itself may run before its starter has published `joinable`.
@@ -242,6 +247,14 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: - State, name and priority
 
+    /// In a forked child: a thread of the parent (started there, and not the one that forked), whose pthread handle
+    /// and locks are the parent's. Its name and priority are stored only, and `join()` throws `forkedChild`.
+    var isParentsThread: Bool {
+        self.tidStorage.load(ordering: .acquiring) != 0
+            && ForkGeneration.isInherited(self.tidGeneration.load(ordering: .relaxed))
+            && ThreadContext.knownThread !== self
+    }
+
     /// The kernel thread id (0 until the thread has started running). In a forked child, a thread of the parent
     /// reads 0 (it does not exist there), except the one that forked, which reads its id in the child: so
     /// `setPriority` there never reaches a thread of the parent.
@@ -276,6 +289,12 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
             // Store and apply under kernelLock: the thread's start-up applies the stored name under it too, and
             // marks itself exited under it, so the kernel ends with the last name set and no exited thread is hit.
             // pthread_setname_np failures (EPERM in containers) are ignored; the stored name still changes.
+            if self.isParentsThread {  // a forked child: stored only (a parent thread may have held `kernelLock`)
+                self.fieldsLock.lock()
+                self.nameValue = cut
+                self.fieldsLock.unlock()
+                return
+            }
             self.withKernelLock {
                 self.fieldsLock.lock()
                 self.nameValue = cut
@@ -311,6 +330,10 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
     @discardableResult
     public final func setPriority(_ value: Double) -> Bool {
         let clamped = SpindleThread.clampPriority(value)
+        if self.isParentsThread {  // a parent thread may have held `kernelLock` at the fork: not taken here
+            self.priorityBits.store(clamped.bitPattern, ordering: .relaxed)
+            return false
+        }
         return self.withKernelLock {  // see `name`: the same rule for the nice value
             self.priorityBits.store(clamped.bitPattern, ordering: .relaxed)
             let tid = self.threadID
