@@ -59,6 +59,8 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
     private var errors: [any Error] = []  // under `lock`
     private var cancelRequested = false  // under `lock`: set by the first `cancel()` that took effect
     private var keepAlive: SpindleGroupOperation? = nil  // under `lock`: self, from start until it finishes
+    /// Under `lock`: gated children added before the start, whose gates open at the start (`deferGateUntilStart`).
+    private var gatesAwaitingStart: [SpindleOperation] = []
     /// Under `DependencyGraph.lock`: children linked to this group and not yet handed to the inner queue (the cycle
     /// search sees a group's children through `linkedChildren`: those in the inner queue and these).
     private var handingOver: [SpindleOperation] = []
@@ -236,6 +238,16 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
     /// the inner queue's members, and those being handed to it. Caller holds `DependencyGraph.lock`.
     final var linkedChildren: [SpindleOperation] { self.inner.operations + self.handingOver }
 
+    /// A gated child's add, before its gate opens: while the group has not started, the child's gate waits for the
+    /// start (returns true; `start()` opens it); otherwise returns false and the child opens it now. Any thread.
+    final func deferGateUntilStart(_ child: SpindleOperation) -> Bool {
+        self.withLock {
+            guard self.count.phase == .gathering else { return false }
+            self.gatesAwaitingStart.append(child)
+            return true
+        }
+    }
+
     /// Children added (or being added) and not yet finished. Any thread; a snapshot.
     public final var unfinishedChildCount: Int { self.withLock { self.count.pending } }
 
@@ -271,16 +283,19 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
     public final override func start() throws {
         if try self.claimExecution() == .finished { return }
         // Claimed (executing), or cancelled before it ran: either way the children must drain before it finishes.
-        let outcome = self.withLock { () -> GroupChildCount.Start in
+        let (outcome, gates) = self.withLock { () -> (GroupChildCount.Start, [SpindleOperation]) in
             let outcome = self.count.start()
-            if case .started = outcome { self.keepAlive = self }
-            return outcome
+            guard case .started = outcome else { return (outcome, []) }
+            self.keepAlive = self
+            defer { self.gatesAwaitingStart = [] }
+            return (outcome, self.gatesAwaitingStart)
         }
         switch outcome {
         case .started(sealed: true):
             self.finishGroup()
         case .started(sealed: false):
             self.inner.isSuspended = false
+            for child in gates { child.gateGroupStarted() }  // their categories and conditions, now
         case .alreadyStarted(sealed: let sealed):
             // Only a group cancelled before it ran, started again (by hand, or by a queue it was added to after a
             // start by hand): its children drain or have drained. If they have, the seal's own finish may have

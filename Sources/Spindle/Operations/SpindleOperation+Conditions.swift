@@ -12,9 +12,11 @@
 ///    is in no queue, joins the same one, ahead of the operation (so no barrier can come between them). A
 ///    dependency that cannot be adopted fails the operation only once its add succeeded; if the add fails, what
 ///    was produced is taken off it again (`gateUnclaimedIfGated`).
-/// 3. **Arm or open** (`gateEnqueued`, on the adding thread after the add succeeded, no lock held): an operation
-///    with categories that its queue holds behind a barrier first depends on that barrier
-///    (`waitForBarrierAhead`: taking a category before the barrier ran could deadlock it). Then, if real
+/// 3. **Arm or open** (`gateEnqueued`, on the adding thread after the add succeeded, no lock held): a gated
+///    operation that its queue holds behind a barrier first depends on that barrier (`waitForBarrierAhead`: taking
+///    a category before the barrier ran could deadlock it, and a condition would be evaluated too early); a child of a group that
+///    has not started waits for the start (`SpindleGroupOperation.deferGateUntilStart`; the group's start goes on
+///    from here, `gateGroupStarted`). Then, if real
 ///    dependencies are still pending, the adding thread sets `gateArmedBit` and leaves;
 ///    the `dependencyFinished` decrement that leaves the hold alone clears the bit in the same compare-and-swap and
 ///    opens the gate on its thread (exactly one thread opens it). Otherwise the adding thread opens it at once.
@@ -116,10 +118,26 @@ extension SpindleOperation {
         guard let (gate, hasCategories, queue, unready, failure) = taken, self.currentState.hasGateHold else { return }
         if unready { self.emitReadinessFlags() }  // the hold made it not ready (reconciled with the state word)
         if let failure { self.failGate(condition: failure.condition, error: failure.error) }
-        if hasCategories, let queue, !self.isCancelled { self.waitForBarrierAhead(in: queue, gate) }
+        if let queue, !self.isCancelled { self.waitForBarrierAhead(in: queue, gate) }
+        // A child of a group that has not started cannot run before it does: taking its categories or evaluating
+        // its conditions now could deadlock what the group waits for, or see too early a state. Its group opens
+        // it at the start (`gateGroupStarted`).
+        if !self.isCancelled, let group = self.parentGroup, group.deferGateUntilStart(self) { return }
+        self.armOrOpenGate(gate)
+    }
+
+    /// Step 3's end: arms the gate if real dependencies are pending (the last to finish opens it), else opens it.
+    private func armOrOpenGate(_ gate: OperationGate) {
         let (moved, armed) = self.advanceState { $0.gateArmingOrOpening() }
         if moved && armed.isGateArmed { return }  // the last dependency to finish opens it
         self.openGate(gate)
+    }
+
+    /// Step 3, continued for a child whose gate waited for its group's start (see `gateEnqueued`). The group's
+    /// starting thread, no lock held.
+    final func gateGroupStarted() {
+        guard let gate = self.withLocked({ $0.extras?.gate }), self.currentState.hasGateHold else { return }
+        self.armOrOpenGate(gate)
     }
 
     /// Step 2 for an operation `queue` has just claimed (enqueued, its hold taken) and not yet published: its
@@ -176,10 +194,12 @@ extension SpindleOperation {
         for dependency in produced { self.removeDependency(dependency) }
     }
 
-    /// An operation with categories held behind a barrier must not take them before the barrier has run: the
-    /// barrier waits for operations added before it, which may be waiting for one of those categories (a
-    /// deadlock). So it depends on that barrier, recorded when its queue admitted it (admitted now, if the add
-    /// left it in the inbox). Its gate then opens only once the barrier finished.
+    /// A gated operation held behind a barrier must not open its gate before the barrier has run: taking its
+    /// categories could deadlock the barrier (which waits for operations added before it, which may be waiting for
+    /// one of those categories), and its conditions would see the state before the barrier (as Apple's sample, where
+    /// a condition is evaluated by an operation added behind it, does not). So it depends on that barrier, recorded
+    /// when its queue admitted it (admitted now, if the add left it in the inbox). Its gate then opens only once the
+    /// barrier finished.
     private func waitForBarrierAhead(in queue: SpindleOperationQueue, _ gate: OperationGate) {
         queue.core.withAdmittedLock {}
         guard let barrier = self.withLocked({ _ -> SpindleOperation? in
@@ -189,12 +209,12 @@ extension SpindleOperation {
         try? self.addDependency(barrier)  // a barrier made to depend on this operation already deadlocks: ignored
     }
 
-    /// Called by the queue (under its lock) when it admits the operation held behind `barrier`: a gated one with
-    /// categories remembers it (see `waitForBarrierAhead`). A plain operation: one load and a bit test.
+    /// Called by the queue (under its lock) when it admits the operation held behind `barrier`: a gated one
+    /// remembers it (see `waitForBarrierAhead`). A plain operation: one load and a bit test.
     final func noteHeldBehind(_ barrier: Unmanaged<SpindleOperation>) {
         guard self.currentState.isGated else { return }
         self.withLocked { l in
-            guard let gate = l.extras?.gate, !gate.categories.isEmpty else { return }
+            guard let gate = l.extras?.gate else { return }
             gate.barrierAhead = barrier.takeUnretainedValue()
         }
     }
@@ -297,7 +317,11 @@ extension SpindleOperation {
             return true
         }
         _ = replaced
-        if proceed { self.cancel() }
+        guard proceed else { return }
+        self.cancel()
+        // An override of cancel() that did not call super's left it uncancelled: cancel it here, or the gate, given
+        // back, would let the queue run `main` past its failed condition.
+        if !self.currentState.isCancelled { self.markCancelled() }
     }
 
     /// Step 7: lets go of its categories (finished, or cancelled before executing) and continues the gates of the
