@@ -137,11 +137,14 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
         var linked = 0
         var failure: SpindleError? = nil
         var listedForHandOver = false  // in `handingOver` until the inner queue's add returned
+        var reached: [SpindleOperation] = []  // what the cycle checks reached: released after unlocking
+        defer { withExtendedLifetime(reached) {} }
         // Under the dependency graph's lock, so that no `addDependency` racing these links can close a cycle that
         // neither check sees: a child that waits (directly or not) for this group, or a group it is inside, would
         // never finish.
         DependencyGraph.lock.withLock {
             let groups = [self as SpindleOperation] + self.enclosingGroups
+            reached += groups
             for child in children {
                 // A group containing this one (or itself): checked with the links made, so two groups added to
                 // each other at once cannot both pass.
@@ -149,7 +152,7 @@ open class SpindleGroupOperation: SpindleOperation, @unchecked Sendable {
                     failure = .groupCycle(group: self.displayName, child: child.displayName)
                     break
                 }
-                if let path = self.pathOfUnfinishedDependencies(from: child, to: groups) {
+                if let path = self.pathOfUnfinishedDependencies(from: child, to: groups, reached: &reached) {
                     failure = .dependencyCycle(cycle: Self.describeCycle(path, closingOn: child))
                     break
                 }

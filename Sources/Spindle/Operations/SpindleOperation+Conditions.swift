@@ -105,17 +105,16 @@ extension SpindleOperation {
     @inline(never)
     private func gateEnqueued() {
         let taken = self.withLocked {
-            l -> (OperationGate, Bool, SpindleOperationQueue?, Bool, (condition: String, error: any Error)?)? in
+            l -> (OperationGate, SpindleOperationQueue?, Bool, (condition: String, error: any Error)?)? in
             guard let gate = l.extras?.gate else { return nil }
             defer {
                 gate.enqueuedUnready = false
                 gate.produced = []
                 gate.produceFailure = nil
             }
-            return (gate, !gate.categories.isEmpty, l.queue?.takeUnretainedValue(), gate.enqueuedUnready,
-                    gate.produceFailure)
+            return (gate, l.queue?.takeUnretainedValue(), gate.enqueuedUnready, gate.produceFailure)
         }
-        guard let (gate, hasCategories, queue, unready, failure) = taken, self.currentState.hasGateHold else { return }
+        guard let (gate, queue, unready, failure) = taken, self.currentState.hasGateHold else { return }
         if unready { self.emitReadinessFlags() }  // the hold made it not ready (reconciled with the state word)
         if let failure { self.failGate(condition: failure.condition, error: failure.error) }
         if let queue, !self.isCancelled { self.waitForBarrierAhead(in: queue, gate) }

@@ -25,6 +25,10 @@ extension SpindleOperation {
     /// `.dependencies`, whose changes carry the list before and after.
     public final func addDependency(_ operation: SpindleOperation) throws(SpindleError) {
         if operation === self { throw .selfDependency(name: self.displayName) }
+        // What the checks below reach, kept until after unlocking: a reference they took may be the last one (a
+        // child its queue let go meanwhile, a group only its children point to), and its deinit is user code.
+        var reached: [SpindleOperation] = []
+        defer { withExtendedLifetime(reached) {} }
         let (becameUnready, drain) = try DependencyGraph.lock.withLock { () throws(SpindleError) -> (Bool, Bool) in
             let (listed, hasDependents, parent) = self.withLocked { l -> (Bool, Bool, SpindleGroupOperation?) in
                 guard let extras = l.extras else { return (false, false, nil) }
@@ -39,6 +43,7 @@ extension SpindleOperation {
             }
             // The groups this one is inside wait for it: depending on one of them (directly or not) is a cycle too.
             let groups = parent.map { [$0] + $0.enclosingGroups } ?? []
+            reached += groups
             if let group = groups.first(where: { $0 === operation }) {
                 throw .dependencyCycle(cycle: [self.displayName, "\(group.displayName) (contains \(self.displayName))"])
             }
@@ -46,7 +51,7 @@ extension SpindleOperation {
             // path back to it from `operation` would close a cycle.
             if hasDependents || !groups.isEmpty || self.isGroup,
                 let cycle = self.pathOfUnfinishedDependencies(from: operation, to: [self] + groups,
-                                                              startTarget: self.isGroup ? self : nil)
+                                                              startTarget: self.isGroup ? self : nil, reached: &reached)
             {
                 throw .dependencyCycle(cycle: Self.describeCycle([self] + cycle, closingOn: self))
             }
@@ -200,8 +205,10 @@ extension SpindleOperation {
     /// finished operations cannot be on a live cycle and are not entered.
     ///
     /// `targets`: the search ends at the first of them it reaches (`self`, and the groups `self` is inside).
+    /// `reached`: every operation the search took a reference to, for the caller to release after unlocking.
     func pathOfUnfinishedDependencies(from start: SpindleOperation, to targets: [SpindleOperation],
-                                      startTarget: SpindleOperation? = nil) -> [SpindleOperation]?
+                                      startTarget: SpindleOperation? = nil, reached: inout [SpindleOperation])
+        -> [SpindleOperation]?
     {
         /// What `node`'s start (`asStart`) or end waits for: its dependencies (reached as ends), then its group if
         /// that has not started yet; a group's end also waits for its children's ends.
@@ -219,6 +226,7 @@ extension SpindleOperation {
             let asStart: Bool
         }
         let first = waitsFor(start, asStart: false)
+        reached += first.lazy.map(\.0)
         if first.isEmpty { return nil }
         var visited: Set<Key> = [Key(node: ObjectIdentifier(start), asStart: false)]
         var stack: [(successors: [(SpindleOperation, asStart: Bool)], index: Int)] = [(first, 0)]
@@ -235,7 +243,9 @@ extension SpindleOperation {
             guard next.currentState.lifecycle != .finished,
                 visited.insert(Key(node: ObjectIdentifier(next), asStart: asStart)).inserted
             else { continue }
-            stack.append((waitsFor(next, asStart: asStart), 0))
+            let successors = waitsFor(next, asStart: asStart)
+            reached += successors.lazy.map(\.0)
+            stack.append((successors, 0))
             path.append(next)
         }
         return nil
