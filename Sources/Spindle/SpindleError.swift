@@ -141,6 +141,10 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     /// `start()` by hand on an operation with conditions or exclusivity categories that is not cancelled: only a
     /// queue runs it (its conditions' dependencies need a queue, and a busy category is waited for in line).
     case gatedOperationNeedsQueue(name: String)
+    /// The operation `operation` needs the exclusivity category `category`, which the group `group` it is inside
+    /// holds until its last child finished: it could never run. It finished unrun; this is the `underlying` error
+    /// of its `conditionFailed`.
+    case categoryHeldByEnclosingGroup(operation: String, category: String, group: String)
     /// A thread pool needs at least one thread, and at most `SpindleThreadPool.maximumThreadCount`.
     case invalidThreadCount(Int)
 
@@ -207,6 +211,9 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
             return "operation '\(n)' was already added to a queue or started: its conditions and categories are fixed"
         case .gatedOperationNeedsQueue(let n):
             return "operation '\(n)' has conditions or exclusivity categories: only a queue can start it"
+        case .categoryHeldByEnclosingGroup(let n, let c, let g):
+            return "operation '\(n)' needs exclusivity category '\(c)', which group '\(g)' it is inside holds until "
+                + "its children finished"
         case .invalidThreadCount(let v):
             return "a thread pool needs at least 1 thread and at most \(SpindleThreadPool.maximumThreadCount) (\(v) was given)"
         }

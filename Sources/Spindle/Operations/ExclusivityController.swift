@@ -35,6 +35,9 @@ final class ExclusivityController: @unchecked Sendable {
         case waiting
         /// It was cancelled or finished first: nothing is held, nothing will be.
         case abandoned
+        /// One of its categories is held by a group it is inside, which holds it until this operation finished: it
+        /// would wait for ever. Nothing is held; the caller fails the operation.
+        case heldByEnclosingGroup(category: String, group: SpindleGroupOperation)
     }
 
     /// One category: its holder, and the gates waiting for it (first in, first out).
@@ -71,14 +74,24 @@ final class ExclusivityController: @unchecked Sendable {
     @exclusivity(unchecked) private var lines: [String: Line] = [:]
 
     /// `operation`'s gate opened: takes `categories` (sorted, distinct) in order, or waits in the line of the
-    /// first it cannot have. Any thread, no lock held.
-    func acquire(_ gate: OperationGate, for operation: SpindleOperation, categories: [String]) -> Acquisition {
+    /// first it cannot have. Refused, with nothing taken, when one of them is held by one of `enclosingGroups` (the
+    /// groups the operation is inside): a group holds its categories until its last child finished, so that wait
+    /// could never end. Any thread, no lock held.
+    func acquire(_ gate: OperationGate, for operation: SpindleOperation, categories: [String],
+                 enclosingGroups: [SpindleGroupOperation] = []) -> Acquisition {
         self.lock.lock()
         defer { self.lock.unlock() }
         guard gate.phase == .outside else { return .abandoned }  // cancelled (or finished) first
         if operation.isCancelled {
             gate.phase = .done  // its cancel() may not have reached us yet: it will find nothing to do
             return .abandoned
+        }
+        // A group's holding is stable here: it lets go only once this operation (its child) finished.
+        for name in categories where !enclosingGroups.isEmpty {
+            guard let holder = self.lines[name]?.holder?.operation else { continue }
+            if let group = enclosingGroups.first(where: { $0 === holder }) {
+                return .heldByEnclosingGroup(category: name, group: group)
+            }
         }
         gate.order = categories
         gate.operation = operation

@@ -21,7 +21,10 @@
 ///    the `dependencyFinished` decrement that leaves the hold alone clears the bit in the same compare-and-swap and
 ///    opens the gate on its thread (exactly one thread opens it). Otherwise the adding thread opens it at once.
 /// 4. **Acquire** (`openGate`): the exclusivity categories, in sorted order, from `ExclusivityController`; if one
-///    is held, the operation waits in its line and the thread that releases it continues from step 5.
+///    is held, the operation waits in its line and the thread that releases it continues from step 5. If one is
+///    held by a group the operation is inside (which lets go only after its children), it is refused instead: the
+///    operation finishes unrun as after a failed condition (`failGate`), its error's `underlying` a
+///    `SpindleError.categoryHeldByEnclosingGroup`.
 /// 5. **Evaluate** (`gateCategoriesAcquired`): the conditions, in order, outside every lock; the first failure
 ///    finishes the operation unrun (`failGate`: `error` = `SpindleError.conditionFailed`, then `cancel()`).
 /// 6. **Release the hold** (`releaseGateHold`): the operation becomes ready and goes to its queue as usual.
@@ -257,10 +260,18 @@ extension SpindleOperation {
         }
         let categories = self.withLocked { _ in gate.categories }
         if !categories.isEmpty {
-            switch ExclusivityController.shared.acquire(gate, for: self, categories: categories) {
+            let groups = self.enclosingGroups  // each holds its categories until this one finished
+            let controller = ExclusivityController.shared
+            switch controller.acquire(gate, for: self, categories: categories, enclosingGroups: groups) {
             case .acquired: break
             case .waiting: return  // the release that hands it its last category continues it
             case .abandoned:
+                self.releaseGateHold()
+                return
+            case .heldByEnclosingGroup(let category, let group):
+                let refusal = SpindleError.categoryHeldByEnclosingGroup(
+                    operation: self.displayName, category: category, group: group.displayName)
+                self.failGate(condition: "exclusivity '\(category)'", error: refusal)
                 self.releaseGateHold()
                 return
             }
