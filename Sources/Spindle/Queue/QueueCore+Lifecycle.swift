@@ -133,14 +133,21 @@ extension QueueCore {
 
     /// Joins each collected thread, except the calling thread itself (a task's continuation can resume on the last
     /// worker out, through a shut-down queue's task executor), which is detached instead: it is about to be done.
+    /// A worker that is itself joining the calling thread (a deinit it runs joins the thread that shuts the queue
+    /// down) is detached too: that join would close a cycle (`joinCycle`), and the worker ends on its own once
+    /// the calling thread has.
     static func join(_ threads: [SpindleThread]) {
         guard !threads.isEmpty else { return }
         let me = SpindleThread.current
         for thread in threads {
             if thread === me {
                 thread.relinquish()
-            } else {
-                try? thread.join()
+                continue
+            }
+            do throws(SpindleError) {
+                try thread.join()
+            } catch {
+                if case .joinCycle = error { thread.relinquish() }  // otherwise it was joined already
             }
         }
     }

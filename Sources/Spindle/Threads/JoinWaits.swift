@@ -39,6 +39,11 @@ enum JoinWaits {
         if let cycle { throw .joinCycle(threads: cycle.map(\.name)) }  // names read with no lock of ours held
     }
 
+    /// The thread `caller` waits for in `join()` now, if any (for tests and diagnostics). Any thread.
+    static func target(of caller: SpindleThread) -> SpindleThread? {
+        self.perProcess.current.withLockedValue { $0[ObjectIdentifier(caller)] }
+    }
+
     /// Removes `caller`'s wait once its join has returned. Any thread (the one that called `enter`).
     static func leave(_ caller: SpindleThread) {
         let joined = self.perProcess.current.withLockedValue { $0.removeValue(forKey: ObjectIdentifier(caller)) }
