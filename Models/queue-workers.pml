@@ -160,41 +160,41 @@
 /* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "self.lock.unlock()" */
 /* [W_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:102 "self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch, retiring: true)" */
 /* [W_GOTWORK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:100 "worker.gotWork()" */
-/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:105 "let deferredFinish = self.runOnWorker(op, context)" */
-/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:122 "self.lock.lock()" */
-/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:202 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
-/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:203 "after.addFinished(op)" */
-/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:204 "after.outstandingDrops += 1" */
+/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:106 "let deferredFinish = self.runOnWorker(op, context)" */
+/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:125 "self.lock.lock()" */
+/* [W_UNLINK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:205 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
+/* [W_FINISHED]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:206 "after.addFinished(op)" */
+/* [W_DROPS]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:207 "after.outstandingDrops += 1" */
 /* [W_RELEASEQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:58 "if !worker.pending.hasNoReleases {" */
 /* [W_RELEASE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:60 "self.perform(&worker.pending, keepingDropsBelow: .max)" */
 /* [W_RELEASELOCK]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:61 "self.lock.lock()" */
 /* [W_SPINQ]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:65 "if IdleWorkers.spinningAllowed(width: self.slots.limit) && worker.maySpin && worker.policy.budgetNanos > 0" */
-/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:140 "worker.maySpin = false" */
-/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:141 "self.publishIdleLocked()" */
-/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:143 "self.lock.unlock()" */
-/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:146 "let caught = SpinPolicy.spin(" */
-/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:148 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
-/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:149 "self.lock.lock()" */
-/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:150 "self.idle.endSpin()" */
-/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:151 "self.publishIdleLocked()" */
+/* [W_SPINONCE]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:143 "worker.maySpin = false" */
+/* [W_SPINPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:144 "self.publishIdleLocked()" */
+/* [W_SPINUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:146 "self.lock.unlock()" */
+/* [W_SPIN]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:149 "let caught = SpinPolicy.spin(" */
+/* [W_SPINPOLL]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:151 ") { self.pushes.current != seen || self.inbox.mayHoldWork } == .seen" */
+/* [W_SPINRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:152 "self.lock.lock()" */
+/* [W_ENDSPIN]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:153 "self.idle.endSpin()" */
+/* [W_ENDSPINPUB]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:154 "self.publishIdleLocked()" */
 /* [W_LOOKAGAIN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:69 "continue  // look again under the lock before parking" */
 /* [W_DROPSQ]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:71 "if worker.pending.outstandingDrops > 0 {" */
 /* [W_DROPOUT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:75 "self.perform(&worker.pending)" */
 /* [W_DROPLOCK]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:76 "self.lock.lock()" */
-/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:165 "self.idle.parking(parker)" */
-/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:166 "self.publishIdleLocked()" */
-/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "if self.inbox.isEmpty {" */
-/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:169 "self.lock.unlock()" */
-/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:170 "notified = parker.park()" */
-/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:171 "self.lock.lock()" */
-/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:173 "let signalled = self.idle.unparked(parker)" */
-/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:174 "self.publishIdleLocked()" */
-/* [W_NOTIFIEDQ]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:167 "var notified = true" */
-/* [W_ABSORBQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:175 "if signalled && !notified {" */
-/* [W_ABSORBUNLOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:176 "self.lock.unlock()" */
-/* [W_ABSORB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:177 "while !parker.park() {}  // the waker unparks after its unlock: soon" */
-/* [W_ABSORBRELOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:178 "self.lock.lock()" */
-/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:180 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
+/* [W_PARKING]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "self.idle.parking(parker)" */
+/* [W_PARKPUB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:169 "self.publishIdleLocked()" */
+/* [W_RECHECK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:171 "if self.inbox.isEmpty {" */
+/* [W_PARKUNLOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:172 "self.lock.unlock()" */
+/* [W_PARK]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:173 "notified = parker.park()" */
+/* [W_PARKRELOCK]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:174 "self.lock.lock()" */
+/* [W_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:176 "let signalled = self.idle.unparked(parker)" */
+/* [W_UNPARKPUB]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:177 "self.publishIdleLocked()" */
+/* [W_NOTIFIEDQ]    PIN Sources/Spindle/Queue/QueueCore+Workers.swift:170 "var notified = true" */
+/* [W_ABSORBQ]      PIN Sources/Spindle/Queue/QueueCore+Workers.swift:178 "if signalled && !notified {" */
+/* [W_ABSORBUNLOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:179 "self.lock.unlock()" */
+/* [W_ABSORB]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:180 "while !parker.park() {}  // the waker unparks after its unlock: soon" */
+/* [W_ABSORBRELOCK] PIN Sources/Spindle/Queue/QueueCore+Workers.swift:181 "self.lock.lock()" */
+/* [W_WOKE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:183 "worker.woke(workArrivedAt: signalled ? parker.signalledAt : 0)" */
 /* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:18 "let action = self.idle.wakeOrSpawn(" */
 /* [D_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:24 "self.publishIdleLocked()  // fewer unsignalled parked workers, or fewer threads to start" */
 /* [C_ROOM]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:33 "let room = self.slots.room(ready: self.ready.count)" */
@@ -206,33 +206,33 @@
 /* [PA_SPAWN]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:77 "case .spawn(let index): self.spawnWorker(index)" */
 /* [PP_SIGNALS]     PIN Sources/Spindle/Queue/QueueCore+Wake.swift:140 "plan.unparkAll()" */
 /* [PP_SPAWNS]       PIN Sources/Spindle/Queue/QueueCore+Wake.swift:141 "for index in plan.firstSpawn..<(plan.firstSpawn + plan.spawns) { self.spawnWorker(index) }" */
-/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:215 "let link = self.ready.popHighest()!" */
-/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:216 "self.stats.noteRunning(self.slots.take())" */
+/* [TAKE_POP]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:218 "let link = self.ready.popHighest()!" */
+/* [TAKE_SLOT]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:219 "self.stats.noteRunning(self.slots.take())" */
 /* [T_FIRE]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:48 "override func fire() { self.core.retrySpawn() }" */
 /* [S_SPAWN]         PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:61 "thread = try SpindleThread.spawnJoinable(name: "spindle.w\(index)") { [self] in self.workerLoop() }" */
 /* [S_FAILED]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:63 "return self.threadFailedToStart(error)" */
 /* [S_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:66 "self.lock.lock()" */
 /* [S_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:67 "let recoveredFrom = self.idle.threadStarted(thread)" */
 /* [S_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:68 "self.publishIdleLocked()" */
-/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:239 "self.lock.lock()" */
-/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:240 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
-/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:241 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
-/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:242 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
-/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:243 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
-/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:85 "self.perform(after)" */
-/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:90 "let timerFailure = DeadlineTimer.shared.insert(retry)" */
-/* [F_REMOVE]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:92 "DeadlineTimer.shared.remove(retry)  // else it waits in the heap and fires whenever the timer starts" */
-/* [F_REFUSEDLOCK]   PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:94 "let inPlace = self.lock.withLock {" */
-/* [F_REFUSEDPUBLISH] PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:97 "self.publishIdleLocked()  // not in place: threads may start again" */
+/* [F_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:244 "self.lock.lock()" */
+/* [F_FREE]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:245 "let delay = self.idle.threadFailedToStart()  // 1. free the place, retry pending, the backoff" */
+/* [F_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:246 "self.drainInboxLocked()  // 2. admit what was added meanwhile" */
+/* [F_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:247 "after.wake = self.collectWakeActionsLocked()  // 3. parked workers take what can start now" */
+/* [F_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:248 "self.publishIdleLocked()  // 4. adding threads see that no thread may start until the retry" */
+/* [F_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:86 "self.perform(after)" */
+/* [F_INSERT]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:92 "let timerFailure = DeadlineTimer.shared.insert(retry)" */
+/* [F_REMOVE]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:94 "DeadlineTimer.shared.remove(retry)  // else it waits in the heap and fires whenever the timer starts" */
+/* [F_REFUSEDLOCK]   PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:96 "let inPlace = self.lock.withLock {" */
+/* [F_REFUSEDPUBLISH] PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:99 "self.publishIdleLocked()  // not in place: threads may start again" */
 /* [F_INPLACE]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:53 "if let delay = self.startWorker(index) { self.retryInPlace(after: delay) }" */
-/* [S_RETRYINPLACE]  PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:111 "var after = self.spawnRetried()" */
-/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:252 "self.lock.lock()" */
-/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:253 "self.idle.retryStarted()  // 1. threads may start again" */
-/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:254 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
-/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:255 "self.drainInboxLocked()  // 3. admit the inbox" */
-/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:257 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
-/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:258 "self.publishIdleLocked()  // 5. the places just reserved" */
-/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:133 "self.perform(self.spawnRetried())" */
+/* [S_RETRYINPLACE]  PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:113 "var after = self.spawnRetried()" */
+/* [R_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:257 "self.lock.lock()" */
+/* [R_STARTED]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:258 "self.idle.retryStarted()  // 1. threads may start again" */
+/* [R_PUBLISH_FIRST] PIN Sources/Spindle/Queue/QueueCore+Events.swift:259 "self.publishIdleLocked()  // 2. first: a later add sees that a thread may start and locks, or we see its push" */
+/* [R_DRAIN]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:260 "self.drainInboxLocked()  // 3. admit the inbox" */
+/* [R_COLLECT]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:262 "after.wake = self.collectWakeActionsLocked()  // 4. whom to wake or start" */
+/* [R_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:263 "self.publishIdleLocked()  // 5. the places just reserved" */
+/* [R_PERFORM]       PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:135 "self.perform(self.spawnRetried())" */
 /* [I_GUARD]         PIN Sources/Spindle/Queue/State/IdleWorkers.swift:133 "guard canDispatch, !shuttingDown else { return .none }" */
 /* [I_COMING]        PIN Sources/Spindle/Queue/State/IdleWorkers.swift:145 "if self.takerComing(inFlightBelow: inFlightBelow) { return .none }" */
 /* [I_TAKERCOMING]   PIN Sources/Spindle/Queue/State/IdleWorkers.swift:161 "func takerComing(inFlightBelow: Int = 1) -> Bool { self.spinning || self.wakeupsInFlight >= inFlightBelow }" */
@@ -246,7 +246,7 @@
 /* [I_RETRYSET]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:182 "self.retryPending = true" */
 /* [I_RETRYSTARTED]  PIN Sources/Spindle/Queue/State/IdleWorkers.swift:196 "mutating func retryStarted() { self.retryPending = false }" */
 /* [I_INPLACEQ]      PIN Sources/Spindle/Queue/State/IdleWorkers.swift:205 "if (!callerIsWorker || self.live <= 0) && !shuttingDown && delay < IdleWorkers.maximumRetryDelay {" */
-/* [F_CALLER]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:93 "let callerIsWorker = ThreadContext.withCurrent { $0.workerOf === self }" */
+/* [F_CALLER]        PIN Sources/Spindle/Queue/QueueCore+Spawning.swift:95 "let callerIsWorker = ThreadContext.withCurrent { $0.workerOf === self }" */
 /* [I_DROP]          PIN Sources/Spindle/Queue/State/IdleWorkers.swift:208 "self.retryPending = false" */
 /* [I_BEGINSPIN]     PIN Sources/Spindle/Queue/State/IdleWorkers.swift:234 "self.spinning = true" */
 /* [I_ENDSPIN]       PIN Sources/Spindle/Queue/State/IdleWorkers.swift:241 "self.spinning = false" */
@@ -280,22 +280,22 @@
 /* [Q_DRAINALL]      PIN Sources/Spindle/Queue/QueueCore.swift:183 "self.admitInboxChainLocked(self.inbox.takeAllOldestFirst())" */
 /* [Q_PUBLISH]       PIN Sources/Spindle/Queue/QueueCore.swift:205 "self.idleHints.publish(self.idle.hintWord(limit: self.slots.limit))" */
 /* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:304 "if freesSlot { self.slots.free() }" */
-/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:256 "guard core.pushToInbox(operation) else { return false }" */
-/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:257 "guard core.needsWakeAfterInboxPush() else { return true }" */
+/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:273 "guard core.pushToInbox(operation) else { return false }" */
+/* [A_NEEDS]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:274 "guard core.needsWakeAfterInboxPush() else { return true }" */
 /* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:25 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */
 /* [A_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:26 "let wake = self.wakeOrSpawnLocked()  // 2. whom to wake" */
 /* [A_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:27 "self.lock.unlock()" */
-/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:258 "core.perform(core.pushedToInbox())" */
+/* [A_PERFORM]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:275 "core.perform(core.pushedToInbox())" */
 /* [SL_CANDISPATCH]  PIN Sources/Spindle/Queue/State/DispatchSlots.swift:33 "func canDispatch(ready: Int) -> Bool { ready > 0 && self.hasFreeSlot }" */
 /* [SL_ROOM]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:36 "func room(ready: Int) -> Int { self.suspended ? 0 : max(0, min(ready, self.limit - self.running)) }" */
 /* [SL_TAKE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:41 "self.running += 1" */
 /* [SL_FREE]         PIN Sources/Spindle/Queue/State/DispatchSlots.swift:48 "self.running -= 1" */
-/* [WD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:178 "self.lockAndAdmit()  // 1. admit the inbox" */
-/* [WD_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:179 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
-/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:182 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
-/* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:183 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
-/* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:184 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
-/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:321 "self.core.perform(self.core.widthChanged(requested: value))" */
+/* [WD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:183 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [WD_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:184 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
+/* [WD_PUBLISH]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:187 "self.publishIdleLocked()  // 4. adding threads see whether a thread may start" */
+/* [WD_DRAIN]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:188 "self.drainInboxLocked()  // 5. adds that saw the old hint (no thread to start) left their operations here" */
+/* [WD_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:189 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
+/* [WD_PERFORM]      PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:338 "self.core.perform(self.core.widthChanged(requested: value))" */
 
 
 #ifndef LIMIT

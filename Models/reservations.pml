@@ -144,11 +144,11 @@
  *
  * STEPS AND THE SWIFT LINES THEY STAND FOR (checked by .ci/check-models)
  */
-/* [AB_LOCK]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:142 "core.lockAndAdmit()" */
-/* [AB_REFUSE]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:143 "guard core.lifecycle.acceptsWork else {" */
+/* [AB_LOCK]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:154 "core.lockAndAdmit()" */
+/* [AB_REFUSE]       PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:155 "guard core.lifecycle.acceptsWork else {" */
 /* [AB_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:54 "self.admitBatchLocked(operations)  // 1. member list, gate, buckets, statistics" */
 /* [AB_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:55 "after.wake = self.collectWakeActionsLocked()  // 2. one wake per operation that can start now" */
-/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:256 "guard core.pushToInbox(operation) else { return false }" */
+/* [A_PUSH]          PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:273 "guard core.pushToInbox(operation) else { return false }" */
 /* [A_LOCK]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:25 "self.lockAndAdmit()  // 1. admit the inbox, the push among it" */
 /* [A_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:26 "let wake = self.wakeOrSpawnLocked()  // 2. whom to wake" */
 /* [D_CALL]          PIN Sources/Spindle/Queue/QueueCore+Wake.swift:18 "let action = self.idle.wakeOrSpawn(" */
@@ -178,70 +178,71 @@
 /* [W_DECIDE]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:96 "let wake = self.wakeOrSpawnLocked()  // 2. whom to wake for what is left" */
 /* [W_RESERVE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:97 "if !cancelling { self.reserveLocked(worker.reservation, behind: op, afterWaking: wake) }  // 3. the next few, maybe" */
 /* [W_UNLOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:99 "self.lock.unlock()" */
-/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:105 "let deferredFinish = self.runOnWorker(op, context)" */
-/* [W_CLAIM]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:108 "while let next = self.claimReserved(worker.reservation) {" */
-/* [W_RUNRESERVED]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:110 "let done = self.runOnWorker(next, context)" */
-/* [W_RESDONE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:111 "precondition(done, "QueueCore: a reserved block operation did not finish on its worker")" */
-/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:122 "self.lock.lock()" */
-/* [W_SETTLE]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:123 "self.settleReservationLocked(worker.reservation)" */
-/* [W_SETTLERUN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:124 "self.settleRunLocked(op, finishedHere: deferredFinish, into: &worker.pending)" */
-/* [W_UNLINKRES]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:129 "_ = self.unlinkFinishedLocked(x, freesSlot: false, into: &worker.pending)" */
-/* [PK_LINE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:165 "self.idle.parking(parker)" */
-/* [PK_UNLOCK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:169 "self.lock.unlock()" */
-/* [PK_PARK]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:170 "notified = parker.park()" */
-/* [PK_RELOCK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:171 "self.lock.lock()" */
-/* [PK_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:173 "let signalled = self.idle.unparked(parker)" */
-/* [SR_FINISHED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:202 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
-/* [SR_HANDBACK]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:205 "} else if !op._withUnsafeGuaranteedRef({ QueueCore.handBackLocked($0) }) {" */
-/* [TK_POP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:215 "let link = self.ready.popHighest()!" */
-/* [TK_SLOT]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:216 "self.stats.noteRunning(self.slots.take())" */
+/* [W_RUN]           PIN Sources/Spindle/Queue/QueueCore+Workers.swift:106 "let deferredFinish = self.runOnWorker(op, context)" */
+/* [W_CLAIM]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:110 "while let next = self.claimReserved(worker.reservation, unlessWaitedOn: justRan, lateSince: lateSeen) {" */
+/* [W_RUNRESERVED]   PIN Sources/Spindle/Queue/QueueCore+Workers.swift:112 "let done = self.runOnWorker(next, context)" */
+/* [W_RESDONE]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:113 "precondition(done, "QueueCore: a reserved block operation did not finish on its worker")" */
+/* [W_RELOCK]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:125 "self.lock.lock()" */
+/* [W_SETTLE]        PIN Sources/Spindle/Queue/QueueCore+Workers.swift:126 "self.settleReservationLocked(worker.reservation)" */
+/* [W_SETTLERUN]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:127 "self.settleRunLocked(op, finishedHere: deferredFinish, into: &worker.pending)" */
+/* [W_UNLINKRES]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:132 "_ = self.unlinkFinishedLocked(x, freesSlot: false, into: &worker.pending)" */
+/* [PK_LINE]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:168 "self.idle.parking(parker)" */
+/* [PK_UNLOCK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:172 "self.lock.unlock()" */
+/* [PK_PARK]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:173 "notified = parker.park()" */
+/* [PK_RELOCK]       PIN Sources/Spindle/Queue/QueueCore+Workers.swift:174 "self.lock.lock()" */
+/* [PK_UNPARKED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:176 "let signalled = self.idle.unparked(parker)" */
+/* [SR_FINISHED]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:205 "_ = op._withUnsafeGuaranteedRef { self.unlinkFinishedLocked($0, into: &after) }" */
+/* [SR_HANDBACK]     PIN Sources/Spindle/Queue/QueueCore+Workers.swift:208 "} else if !op._withUnsafeGuaranteedRef({ QueueCore.handBackLocked($0) }) {" */
+/* [TK_POP]          PIN Sources/Spindle/Queue/QueueCore+Workers.swift:218 "let link = self.ready.popHighest()!" */
+/* [TK_SLOT]         PIN Sources/Spindle/Queue/QueueCore+Workers.swift:219 "self.stats.noteRunning(self.slots.take())" */
 /* [W_DEFER]         PIN Sources/Spindle/Operations/SpindleOperation.swift:309 "context.deferredFinish = true" */
 /* [Q_FREESLOT]      PIN Sources/Spindle/Queue/QueueCore.swift:304 "if freesSlot { self.slots.free() }" */
 /* [RV_WOKE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:82 "guard wake == .none else { return }" */
-/* [RV_PLAIN]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:83 "guard taken._withUnsafeGuaranteedRef({ type(of: $0) == SpindleBlockOperation.self }) else { return }" */
-/* [RV_THRESHOLD]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:87 "guard self.ready.count > threshold else { return }" */
-/* [RV_LOOP]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:90 "while count < QueueCore.batchSize - 1 && self.ready.count > threshold, let link = self.ready.peekHighest() {" */
-/* [RV_REMOVE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:98 "self.ready.remove(link)" */
-/* [RV_MOVE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:100 "op.placement.move(to: .reserved)  // the reservation holds the queue's reference now" */
-/* [RV_COUNT]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:109 "reservation.count = count" */
-/* [RV_EPOCH]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:110 "reservation.epoch = self.batchEpoch.load(ordering: .sequentiallyConsistent)" */
-/* [RV_PUBLISH]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:111 "reservation.next.store(0, ordering: .releasing)" */
-/* [RV_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:113 "reservation.mayHold = true" */
-/* [RV_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:114 "self.reservationHolders += 1" */
-/* [CL_LOAD]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:131 "let index = reservation.next.load(ordering: .acquiring)" */
-/* [CL_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:132 "guard index < reservation.count else { return nil }" */
-/* [CL_EPOCHQ]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:133 "if self.batchEpoch.load(ordering: .sequentiallyConsistent) != reservation.epoch {" */
-/* [CL_GIVEWAY]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:134 "self.lock.withLock { self.returnReservationLocked(reservation) }" */
-/* [CL_CAS]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:137 "let (won, _) = reservation.next.compareExchange(" */
-/* [CL_WON]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:139 "guard won, let link = reservation.slots[index] else { return nil }" */
-/* [CL_DISPATCH]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:140 "link._withUnsafeGuaranteedRef { QueueCore.markDispatching($0) }" */
-/* [RT_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:147 "if reservation.mayHold {" */
-/* [RT_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:149 "self.reservationHolders -= 1" */
-/* [RT_EXCHANGE]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:151 "let from = reservation.next.exchange(reservation.count, ordering: .acquiringAndReleasing)" */
-/* [RT_PUSHFRONT]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:158 "self.ready.pushFront(link, level: op.queuePriority.bucket)" */
-/* [RC_HOLDERSQ]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:168 "guard self.reservationHolders > 0 else { return false }" */
-/* [RC_EACH]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:169 "for reservation in self.reservations where reservation.mayHold {" */
-/* [RF_COND]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:181 "if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }" */
-/* [ST_SETTLE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:209 "if reservation.mayHold { self.returnReservationLocked(reservation) }" */
-/* [INV_EPOCH]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:215 "self.batchEpoch.add(1, ordering: .sequentiallyConsistent)" */
+/* [RV_PLAIN]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:85 "type(of: $0) == SpindleBlockOperation.self && !$0.hasWaiters.load(ordering: .relaxed)" */
+/* [RV_THRESHOLD]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:90 "guard self.ready.count > threshold else { return }" */
+/* [RV_LOOP]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:93 "while count < QueueCore.batchSize - 1 && self.ready.count > threshold, let link = self.ready.peekHighest() {" */
+/* [RV_REMOVE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:101 "self.ready.remove(link)" */
+/* [RV_MOVE]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:103 "op.placement.move(to: .reserved)  // the reservation holds the queue's reference now" */
+/* [RV_COUNT]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:112 "reservation.count = count" */
+/* [RV_EPOCH]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:113 "reservation.epoch = self.batchEpoch.load(ordering: .sequentiallyConsistent)" */
+/* [RV_PUBLISH]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:114 "reservation.next.store(0, ordering: .releasing)" */
+/* [RV_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:116 "reservation.mayHold = true" */
+/* [RV_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:117 "self.reservationHolders += 1" */
+/* [W_WAITER]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:138 "if QueueCore.someoneWaits(onJustRun: justRan, lateSince: lateSeen) { return nil }" */
+/* [CL_LOAD]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:135 "let index = reservation.next.load(ordering: .acquiring)" */
+/* [CL_EMPTY]        PIN Sources/Spindle/Queue/FastPath/Reservations.swift:136 "guard index < reservation.count else { return nil }" */
+/* [CL_EPOCHQ]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:139 "if self.batchEpoch.load(ordering: .sequentiallyConsistent) != reservation.epoch {" */
+/* [CL_GIVEWAY]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:140 "self.lock.withLock { self.returnReservationLocked(reservation) }" */
+/* [CL_CAS]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:143 "let (won, _) = reservation.next.compareExchange(" */
+/* [CL_WON]          PIN Sources/Spindle/Queue/FastPath/Reservations.swift:145 "guard won, let link = reservation.slots[index] else { return nil }" */
+/* [CL_DISPATCH]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:146 "link._withUnsafeGuaranteedRef { QueueCore.markDispatching($0) }" */
+/* [RT_MAYHOLD]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:153 "if reservation.mayHold {" */
+/* [RT_HOLDERS]      PIN Sources/Spindle/Queue/FastPath/Reservations.swift:155 "self.reservationHolders -= 1" */
+/* [RT_EXCHANGE]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:157 "let from = reservation.next.exchange(reservation.count, ordering: .acquiringAndReleasing)" */
+/* [RT_PUSHFRONT]    PIN Sources/Spindle/Queue/FastPath/Reservations.swift:164 "self.ready.pushFront(link, level: op.queuePriority.bucket)" */
+/* [RC_HOLDERSQ]     PIN Sources/Spindle/Queue/FastPath/Reservations.swift:174 "guard self.reservationHolders > 0 else { return false }" */
+/* [RC_EACH]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:175 "for reservation in self.reservations where reservation.mayHold {" */
+/* [RF_COND]         PIN Sources/Spindle/Queue/FastPath/Reservations.swift:187 "if self.reservationHolders > 0 && self.slots.hasFreeSlot { _ = self.reclaimReservationsLocked() }" */
+/* [ST_SETTLE]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:215 "if reservation.mayHold { self.returnReservationLocked(reservation) }" */
+/* [INV_EPOCH]       PIN Sources/Spindle/Queue/FastPath/Reservations.swift:221 "self.batchEpoch.add(1, ordering: .sequentiallyConsistent)" */
 /* [OF_FINISH]       PIN Sources/Spindle/Operations/SpindleOperation.swift:313 "queue._withUnsafeGuaranteedRef { $0.core.operationDidFinish(self) }" */
 /* [OF_LOCK]         PIN Sources/Spindle/Queue/QueueCore+Events.swift:115 "self.lock.lock()" */
 /* [OF_UNLINK]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:116 "let dropsReference = self.unlinkFinishedLocked(op, into: &after)  // 1. the finish bookkeeping" */
 /* [OF_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:118 "self.reclaimForFreeSlotLocked()  // its slot is free: reserved operations may take it" */
 /* [OF_DECIDE]       PIN Sources/Spindle/Queue/QueueCore+Events.swift:119 "after.wake.add(self.wakeOrSpawnLocked())  // 2. whom to wake" */
-/* [SC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:331 "self.core.perform(self.core.suspensionChanged(to: newValue))" */
-/* [SC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:192 "self.lockAndAdmit()  // 1. admit the inbox" */
-/* [SC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:194 "if !(suspended && self.lifecycle.isShutDown) { self.slots.setSuspended(suspended) }" */
-/* [SC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:195 "self.invalidateReservations()  // 3. reserved operations give way" */
-/* [SC_RESUMEQ]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:196 "if !suspended {  // 4. resuming: reserved operations come back if a slot is free, then whom to wake" */
-/* [SC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:197 "self.reclaimForFreeSlotLocked()" */
-/* [SC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:198 "after.wake = self.collectWakeActionsLocked()" */
-/* [WC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:321 "self.core.perform(self.core.widthChanged(requested: value))" */
-/* [WC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:178 "self.lockAndAdmit()  // 1. admit the inbox" */
-/* [WC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:179 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
-/* [WC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:180 "self.invalidateReservations()  // 3. reserved operations give way, and come back if a slot is free" */
-/* [WC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:181 "self.reclaimForFreeSlotLocked()" */
-/* [WC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:184 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
+/* [SC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:348 "self.core.perform(self.core.suspensionChanged(to: newValue))" */
+/* [SC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:197 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [SC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:199 "if !(suspended && self.lifecycle.isShutDown) { self.slots.setSuspended(suspended) }" */
+/* [SC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:200 "self.invalidateReservations()  // 3. reserved operations give way" */
+/* [SC_RESUMEQ]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:201 "if !suspended {  // 4. resuming: reserved operations come back if a slot is free, then whom to wake" */
+/* [SC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:202 "self.reclaimForFreeSlotLocked()" */
+/* [SC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:203 "after.wake = self.collectWakeActionsLocked()" */
+/* [WC_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue.swift:338 "self.core.perform(self.core.widthChanged(requested: value))" */
+/* [WC_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Events.swift:183 "self.lockAndAdmit()  // 1. admit the inbox" */
+/* [WC_SET]          PIN Sources/Spindle/Queue/QueueCore+Events.swift:184 "self.slots.setWidth(requested: requested, resolved: QueueCore.resolve(requested))  // 2. the slots" */
+/* [WC_INVALIDATE]   PIN Sources/Spindle/Queue/QueueCore+Events.swift:185 "self.invalidateReservations()  // 3. reserved operations give way, and come back if a slot is free" */
+/* [WC_RECLAIM]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:186 "self.reclaimForFreeSlotLocked()" */
+/* [WC_COLLECT]      PIN Sources/Spindle/Queue/QueueCore+Events.swift:189 "after.wake = self.collectWakeActionsLocked()  // 6. one wake per operation that can start now" */
 /* [SD_CALL]         PIN Sources/Spindle/Queue/SpindleOperationQueue+Lifecycle.swift:38 "let (cancel, after) = core.shutdownRequested(mode == .drain ? .drain : .cancel)" */
 /* [SD_ADMIT]        PIN Sources/Spindle/Queue/QueueCore+Lifecycle.swift:20 "self.lockAndAdmit()  // 1. admit the inbox" */
 /* [SD_CLOSE]        PIN Sources/Spindle/Queue/QueueCore+Lifecycle.swift:21 "self.admitInboxChainLocked(self.inbox.closeTakingAll())  // 2. close it: later pushes fail" */
@@ -484,6 +485,7 @@ proctype worker(byte me) {
        /* [W_CLAIM] the reserved operations, one by one (claimReserved), without the lock. */
        do
        :: rnext[me] >= rcount[me] -> break                   /* [CL_LOAD] [CL_EMPTY]: none left */
+       :: break                                              /* [W_WAITER]: a thread waits on the batch: stop */
        :: atomic { rnext[me] < rcount[me] && epoch != repoch[me] && !mtx ->   /* [CL_EPOCHQ]: they must give way */
            mtx = true; returnRes(me); inv(); mtx = false };  /* [CL_GIVEWAY] (A1) */
            break

@@ -85,10 +85,10 @@
 /* [O_ISOPEN]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:80 "if self.descriptorStorage.load(ordering: .relaxed) >= 0 { return }" */
 /* [O_CREATE]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:81 "let fd = try retryingOnEINTR("eventfd") { cshim_eventfd_create() }" */
 /* [O_STORE]     PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:82 "self.descriptorStorage.store(fd, ordering: .sequentiallyConsistent)" */
-/* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:313 "let queued = self.state.withLock { state -> Bool in" */
-/* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:315 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
-/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:319 "if queued { self.wakeup.signal() }" */
-/* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:334 "public func wakeUp() { if !self.isInherited { self.wakeup.signal() } }" */
+/* [PF_LOCK]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:318 "let queued = self.state.withLock { state -> Bool in" */
+/* [PF_APPEND]   PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:320 "state.performs.append(RunLoopPerform(modes: modes, order: order, sequence: state.takeSequence()," */
+/* [PF_WAKE]     PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:324 "if queued { self.wakeup.signal() }" */
+/* [WAKEUP]      PIN Sources/Spindle/RunLoop/SpindleRunLoop.swift:339 "public func wakeUp() { if !self.isInherited { self.wakeup.signal() } }" */
 /* [S_LOAD]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:87 "if self.firstSignalAt.load(ordering: .relaxed) == RunLoopWakeup.idleUnstamped {" */
 /* [S_CAS]       PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:88 "_ = self.firstSignalAt.compareExchange(" */
 /* [S_CAS2]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:89 "expected: RunLoopWakeup.idleUnstamped, desired: cshim_clock_monotonic_ns(), ordering: .relaxed)" */
@@ -104,7 +104,7 @@
 /* [P_LOCK]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:126 "let start = self.state.withLock { state -> RunLoopPassStart in" */
 /* [P_HASWORK]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:133 "guard heldOpen || state.hasWork(for: mode, inService: inService) else { return .empty }" */
 /* [P_PLAN]      PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:134 "return .plan(state.makePlan(for: mode, now: now, inService: inService, performsBefore: performsBefore))" */
-/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:220 "self.performs = kept" */
+/* [P_TAKE]      PIN Sources/Spindle/RunLoop/RunLoopState.swift:232 "self.performs = kept" */
 /* [P_RUN]       PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:154 "perform.block()" */
 /* [P_HANDLED]   PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:167 "if handled {" */
 /* [R_AGAIN]     PIN Sources/Spindle/RunLoop/SpindleRunLoop+Running.swift:44 "case .handled where !deadline.hasPassed: continue" */
@@ -119,8 +119,8 @@
 /* [SP_BUDGET]   PIN Sources/Spindle/Primitives/SpinPolicy.swift:112 "if now &- start >= budget { return .budgetSpent }" */
 /* [W_SEEN]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:132 "case .seen: return" */
 /* [W_MISSED]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:133 "case .budgetSpent: self.spinPolicy.spinMissed()" */
-/* [W_POLL]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:143 "cshim_poll(buffer.baseAddress, nfds_t(count), RunLoopWakeup.timeoutMilliseconds(until: deadline))" */
-/* [W_DISARM]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:155 "let stamp = self.firstSignalAt.exchange(RunLoopWakeup.notIdle, ordering: .relaxed)" */
+/* [W_POLL]      PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:139 "_ = RunLoopWakeup.poll(&fds, until: deadline)" */
+/* [W_DISARM]    PIN Sources/Spindle/RunLoop/RunLoopWakeup.swift:146 "let stamp = self.firstSignalAt.exchange(RunLoopWakeup.notIdle, ordering: .relaxed)" */
 
 #ifndef PRODUCERS
 #define PRODUCERS 3

@@ -70,60 +70,60 @@
  *
  * STEPS AND THE SWIFT LINES THEY STAND FOR (checked by .ci/check-models)
  */
-/* [W_LOCK]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:102 "self.condition.lock()" */
-/* [W_UNLOCK]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:103 "defer { self.condition.unlock() }" */
-/* [W_FAST]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:104 "if self.permits > 0 {" */
-/* [W_TAKE]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:105 "self.takePermitLocked()" */
-/* [TAKE1]       PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:176 "self.permits -= 1" */
-/* [TAKE2]       PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:177 "self.permitHint.store(self.permits, ordering: .relaxed)" */
-/* [W_EXPIRED]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:110 "if deadline.uptimeNanoseconds <= idleSince { return false }" */
-/* [W_BUDGET]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:111 "let budget = self.spinPolicy.budgetNanos" */
-/* [W_SPINQ]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:112 "if budget > 0 && self.parkedHead == self.parked.count {" */
-/* [W_SPINUNL]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:113 "self.condition.unlock()" */
-/* [W_SPIN]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:114 "let end = SpinPolicy.spin(from: idleSince, budget: budget, until: deadline.uptimeNanoseconds) {" */
-/* [W_HINT]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:115 "self.permitHint.load(ordering: .relaxed) > 0" */
+/* [W_LOCK]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:105 "self.condition.lock()" */
+/* [W_UNLOCK]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:106 "defer { self.condition.unlock() }" */
+/* [W_FAST]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:107 "if self.permits > 0 {" */
+/* [W_TAKE]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:108 "self.takePermitLocked()" */
+/* [TAKE1]       PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:179 "self.permits -= 1" */
+/* [TAKE2]       PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:180 "self.permitHint.store(self.permits, ordering: .relaxed)" */
+/* [W_EXPIRED]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:113 "if deadline.uptimeNanoseconds <= idleSince { return false }" */
+/* [W_BUDGET]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:114 "let budget = self.spinPolicy.budgetNanos" */
+/* [W_SPINQ]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:115 "if budget > 0 && self.parkedHead == self.parked.count {" */
+/* [W_SPINUNL]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:116 "self.condition.unlock()" */
+/* [W_SPIN]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:117 "let end = SpinPolicy.spin(from: idleSince, budget: budget, until: deadline.uptimeNanoseconds) {" */
+/* [W_HINT]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:118 "self.permitHint.load(ordering: .relaxed) > 0" */
 /* [SP_SEEN]     PIN Sources/Spindle/Primitives/SpinPolicy.swift:105 "if arrived() { return .seen }" */
 /* [SP_DEADLINE] PIN Sources/Spindle/Primitives/SpinPolicy.swift:111 "if now >= deadline { return .deadlinePassed }" */
 /* [SP_BUDGET]   PIN Sources/Spindle/Primitives/SpinPolicy.swift:112 "if now &- start >= budget { return .budgetSpent }" */
-/* [W_RELOCK]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:117 "self.condition.lock()" */
-/* [W_RECHECK]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:118 "if self.permits > 0 {" */
-/* [W_RETAKE]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:119 "self.takePermitLocked()" */
-/* [W_MISSED]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:124 "if end == .budgetSpent { self.spinPolicy.spinMissed() }" */
-/* [W_PASSED]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:125 "if deadline.hasPassed { return false }" */
-/* [W_NODE]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:127 "let me = Waiter()" */
-/* [W_APPEND]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:128 "self.parked.append(me)" */
-/* [W_LOOP]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:129 "while !me.granted {" */
-/* [W_CONDWAIT]  PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:130 "if !self.condition.wait(until: deadline) {" */
+/* [W_RELOCK]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:120 "self.condition.lock()" */
+/* [W_RECHECK]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:121 "if self.permits > 0 {" */
+/* [W_RETAKE]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:122 "self.takePermitLocked()" */
+/* [W_MISSED]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:127 "if end == .budgetSpent { self.spinPolicy.spinMissed() }" */
+/* [W_PASSED]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:128 "if deadline.hasPassed { return false }" */
+/* [W_NODE]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:130 "let me = Waiter()" */
+/* [W_APPEND]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:131 "self.parked.append(me)" */
+/* [W_LOOP]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:132 "while !me.granted {" */
+/* [W_CONDWAIT]  PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:133 "if !self.condition.wait(until: deadline) {" */
 /* [CV_FOREVER]  PIN Sources/Spindle/Primitives/SpindleCondition.swift:49 "self.wait()" */
 /* [CV_TIMED]    PIN Sources/Spindle/Primitives/SpindleCondition.swift:52 "let err = cshim_pthread_cond_timedwait_ns(self.cond, self.mutex.raw, deadline.uptimeNanoseconds)" */
 /* [CV_TIMEOUT]  PIN Sources/Spindle/Primitives/SpindleCondition.swift:53 "if err == ETIMEDOUT { return false }" */
-/* [W_RACE]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:131 "if me.granted { break }  // granted just as we timed out: take it" */
-/* [W_REMOVE]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:132 "self.removeParkedLocked(me)" */
-/* [W_FALSE]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:133 "return false" */
-/* [W_REPORT]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:137 "self.spinPolicy.workArrived(afterIdleNanos: me.grantedAt > idleSince ? me.grantedAt - idleSince : 0)" */
-/* [W_TRUE]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:138 "return true" */
-/* [S_LOCK]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:145 "self.condition.lock()" */
-/* [S_ANY]       PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:146 "if self.parkedHead < self.parked.count {" */
-/* [S_OLDEST]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:147 "let waiter = self.parked[self.parkedHead]" */
-/* [S_GRANT]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:148 "waiter.granted = true" */
-/* [S_ADVANCE]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:149 "self.parkedHead += 1" */
-/* [S_COMPACT]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:150 "self.compactParkedLocked()" */
-/* [S_STAMP]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:160 "waiter.grantedAt = cshim_clock_monotonic_ns()" */
-/* [S_UNLOCK1]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:161 "self.condition.unlock()" */
-/* [S_BCAST]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:162 "self.condition.broadcast()" */
-/* [S_PERMIT]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:165 "self.permits += 1" */
-/* [S_HINT]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:166 "self.permitHint.store(self.permits, ordering: .relaxed)" */
-/* [S_UNLOCK2]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:167 "self.condition.unlock()" */
-/* [R_FIND]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:183 "if let index = self.parked[self.parkedHead...].firstIndex(where: { $0 === waiter }) {" */
-/* [R_REMOVE]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:184 "self.parked.remove(at: index)" */
-/* [R_COMPACT]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:185 "self.compactParkedLocked()" */
-/* [C_EMPTY]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:195 "if self.parkedHead == self.parked.count {" */
-/* [C_ANY]       PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:196 "if self.parkedHead > 0 {" */
-/* [C_CLEAR]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:197 "self.parked.removeAll(keepingCapacity: true)" */
-/* [C_HEAD0]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:198 "self.parkedHead = 0" */
-/* [C_BATCHQ]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:200 "} else if self.parkedHead > SpindleSemaphore.compactAfter && self.parkedHead * 2 > self.parked.count {" */
-/* [C_BATCH]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:201 "self.parked.removeFirst(self.parkedHead)" */
-/* [C_BHEAD0]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:202 "self.parkedHead = 0" */
+/* [W_RACE]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:134 "if me.granted { break }  // granted just as we timed out: take it" */
+/* [W_REMOVE]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:135 "self.removeParkedLocked(me)" */
+/* [W_FALSE]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:136 "return false" */
+/* [W_REPORT]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:140 "self.spinPolicy.workArrived(afterIdleNanos: me.grantedAt > idleSince ? me.grantedAt - idleSince : 0)" */
+/* [W_TRUE]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:141 "return true" */
+/* [S_LOCK]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:148 "self.condition.lock()" */
+/* [S_ANY]       PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:149 "if self.parkedHead < self.parked.count {" */
+/* [S_OLDEST]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:150 "let waiter = self.parked[self.parkedHead]" */
+/* [S_GRANT]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:151 "waiter.granted = true" */
+/* [S_ADVANCE]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:152 "self.parkedHead += 1" */
+/* [S_COMPACT]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:153 "self.compactParkedLocked()" */
+/* [S_STAMP]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:163 "waiter.grantedAt = cshim_clock_monotonic_ns()" */
+/* [S_UNLOCK1]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:164 "self.condition.unlock()" */
+/* [S_BCAST]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:165 "self.condition.broadcast()" */
+/* [S_PERMIT]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:168 "self.permits += 1" */
+/* [S_HINT]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:169 "self.permitHint.store(self.permits, ordering: .relaxed)" */
+/* [S_UNLOCK2]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:170 "self.condition.unlock()" */
+/* [R_FIND]      PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:186 "if let index = self.parked[self.parkedHead...].firstIndex(where: { $0 === waiter }) {" */
+/* [R_REMOVE]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:187 "self.parked.remove(at: index)" */
+/* [R_COMPACT]   PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:188 "self.compactParkedLocked()" */
+/* [C_EMPTY]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:198 "if self.parkedHead == self.parked.count {" */
+/* [C_ANY]       PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:199 "if self.parkedHead > 0 {" */
+/* [C_CLEAR]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:200 "self.parked.removeAll(keepingCapacity: true)" */
+/* [C_HEAD0]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:201 "self.parkedHead = 0" */
+/* [C_BATCHQ]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:203 "} else if self.parkedHead > SpindleSemaphore.compactAfter && self.parkedHead * 2 > self.parked.count {" */
+/* [C_BATCH]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:204 "self.parked.removeFirst(self.parkedHead)" */
+/* [C_BHEAD0]    PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:205 "self.parkedHead = 0" */
 /* [K_AFTER]     PIN Sources/Spindle/Primitives/SpindleSemaphore.swift:58 "static let compactAfter = 64" */
 
 #ifndef WAITERS

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,6 +189,15 @@ static inline int cshim_eventfd_drain(int fd, uint64_t *value) { return eventfd_
 
 /// Wraps `poll` on an array of descriptors with a timeout in milliseconds (-1 = forever). Syscall-style.
 static inline int cshim_poll(struct pollfd *fds, nfds_t count, int timeout_ms) { return poll(fds, count, timeout_ms); }
+
+/// The soft limit on open descriptors (RLIMIT_NOFILE), which also bounds how many entries one `poll` may watch
+/// (more: EINVAL). INT64_MAX when unlimited; -1 if it cannot be read.
+static inline int64_t cshim_nofile_soft_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > (rlim_t)INT64_MAX) return INT64_MAX;
+    return (int64_t)limit.rlim_cur;
+}
 
 /// Wraps `close`. Syscall-style.
 static inline int cshim_close(int fd) { return close(fd); }

@@ -46,6 +46,10 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     case selfDependency(name: String)
     /// A dependency that would close a cycle; `cycle` lists the operations' names along it.
     case dependencyCycle(cycle: [String])
+    /// `addDependency` on a barrier (the operation `addBarrierBlock` returned): its place in its queue decides when
+    /// it runs, so it takes no dependencies. Make it wait by adding the dependency's work before it, or wait
+    /// before adding it.
+    case barrierTakesNoDependencies(name: String)
     /// `waitUntilFinished` called from the operation's own `main` or completion block (the async wait: from its
     /// own async body).
     case waitOnSelf(name: String)
@@ -105,6 +109,9 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
     /// Adding a port, timer or descriptor source to a run loop whose thread has exited (a `SpindleRunLoopThread`
     /// after `shutdown`, or a loop kept after its thread ended): nothing would ever serve it. Nothing changed.
     case runLoopExited
+    /// Adding a descriptor source to a run loop that already watches as many descriptors as one poll(2) may
+    /// (`limit`, the process's RLIMIT_NOFILE soft limit, its own wakeup descriptor included). Nothing changed.
+    case tooManyDescriptorSources(limit: Int)
 
     // MARK: Wait groups (cases used by Sources/Spindle/Primitives/SpindleWaitGroup.swift)
     /// `leave()` on a wait group with no matching `enter()` (`DispatchGroup` traps here): nothing changed.
@@ -169,6 +176,9 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .blockOperationStarted(let n): return "block operation '\(n)' has started; no more blocks can be added"
         case .selfDependency(let n): return "operation '\(n)' cannot depend on itself"
         case .dependencyCycle(let c): return "dependency would close a cycle: \(c.joined(separator: " -> "))"
+        case .barrierTakesNoDependencies(let n):
+            return "operation '\(n)' is a barrier: its place in its queue decides when it runs; it takes no "
+                + "dependencies"
         case .waitOnSelf(let n): return "operation '\(n)' cannot wait for itself to finish"
         case .resultOfCancelledOperation(let n): return "operation '\(n)' was cancelled and has no result"
         case .resultNotReady(let n): return "operation '\(n)' has not finished; its result is not ready"
@@ -195,6 +205,8 @@ public enum SpindleError: Error, CustomStringConvertible, Sendable {
         case .invalidDescriptor(let fd): return "descriptor \(fd) is not open"
         case .scheduledOnAnotherRunLoop(let n): return "'\(n)' is already scheduled on another run loop"
         case .runLoopExited: return "the run loop's thread has exited: nothing added to it would be served"
+        case .tooManyDescriptorSources(let l):
+            return "a run loop watches at most \(l) descriptors in one poll (RLIMIT_NOFILE, its own wakeup included)"
         case .waitGroupUnbalanced(let n):
             return "wait group '\(n)': leave() without a matching enter(); nothing changed"
         case .groupFinished(let n): return "group '\(n)' has finished; no more children can be added"

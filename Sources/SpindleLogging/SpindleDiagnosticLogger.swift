@@ -22,12 +22,13 @@ import Spindle
 /// | `forkTrackingUnavailable` | error | `spindle.errno` |
 /// | `invalidConcurrencyLimitIgnored` | warning | `spindle.queue`, `spindle.value` |
 /// | `runLoopExecutorMoved` | warning | `spindle.run_loop`, `spindle.thread_id` |
+/// | `runLoopPollFailed` | error | `spindle.errno`, `spindle.watched`, `spindle.polled` |
 ///
-/// Why these levels: nothing is lost in any of these events, so none is critical. The two `error`s leave a
-/// feature degraded until something else happens (deadlines fire late; a forked child is not told it inherited
-/// a queue); the `warning`s are handled at once by Spindle but point at a resource limit (threads) or a bug in the
-/// caller (a joinable thread never joined, an invalid width set, a loop's thread gone before its actor); a
-/// recovery is worth a `notice`.
+/// Why these levels: nothing is lost in any of these events, so none is critical. The `error`s leave a feature
+/// degraded until something else happens (deadlines fire late; a forked child is not told it inherited a queue; a
+/// run loop watches only some of its descriptors); the `warning`s are handled at once by Spindle but point at a
+/// resource limit (threads) or a bug in the caller (a joinable thread never joined, an invalid width set, a loop's
+/// thread gone before its actor); a recovery is worth a `notice`.
 ///
 /// `spindle.event` is the event's case name (`workerSpawnFailed`…), `spindle.errno` the C `errno` as a number.
 ///
@@ -79,6 +80,7 @@ public struct SpindleDiagnosticLogger: Sendable {
         case .forkTrackingUnavailable: .error
         case .invalidConcurrencyLimitIgnored: .warning
         case .runLoopExecutorMoved: .warning
+        case .runLoopPollFailed: .error
         }
     }
 
@@ -104,6 +106,11 @@ public struct SpindleDiagnosticLogger: Sendable {
             ["spindle.event": "invalidConcurrencyLimitIgnored", "spindle.queue": "\(queue)", "spindle.value": "\(value)"]
         case .runLoopExecutorMoved(let runLoop, let threadID):
             ["spindle.event": "runLoopExecutorMoved", "spindle.run_loop": "\(runLoop)", "spindle.thread_id": "\(threadID)"]
+        case .runLoopPollFailed(let errno, let watched, let polled):
+            [
+                "spindle.event": "runLoopPollFailed", "spindle.errno": "\(errno)", "spindle.watched": "\(watched)",
+                "spindle.polled": "\(polled)",
+            ]
         }
     }
 }

@@ -36,6 +36,9 @@ import Testing
         (.runLoopExecutorMoved(runLoop: "SpindleRunLoop(camera)", threadID: 4242), .warning,
          ["spindle.event": "runLoopExecutorMoved", "spindle.run_loop": "SpindleRunLoop(camera)",
           "spindle.thread_id": "4242"]),
+        (.runLoopPollFailed(errno: EINVAL, watched: 40, polled: 15), .error,
+         ["spindle.event": "runLoopPollFailed", "spindle.errno": "\(EINVAL)", "spindle.watched": "40",
+          "spindle.polled": "15"]),
     ]
 
     @Test func eachEventIsLoggedOnceAtItsLevelWithItsMetadataAndDescription() {
@@ -57,9 +60,9 @@ import Testing
         let capture = CapturedLogs()
         let diagnostics = SpindleDiagnosticLogger(logger: self.logger(capture, level: .error))
         for (event, _, _) in Self.cases { diagnostics.handler(event) }
-        #expect(capture.entries.map(\.level) == [.error, .error])
+        #expect(capture.entries.map(\.level) == [.error, .error, .error])
         let events = capture.entries.map { $0.metadata["spindle.event"] }
-        #expect(events == ["deadlineTimerFailedToStart", "forkTrackingUnavailable"])
+        #expect(events == ["deadlineTimerFailedToStart", "forkTrackingUnavailable", "runLoopPollFailed"])
     }
 
     @Test func aLevelFunctionReplacesTheDefaultLevels() {

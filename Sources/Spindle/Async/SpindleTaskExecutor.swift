@@ -21,22 +21,23 @@ public final class SpindleTaskExecutor: TaskExecutor, @unchecked Sendable {
     /// An executor for `queue` (the same as `queue.taskExecutor`).
     public init(queue: SpindleOperationQueue) { self.queue = queue }
 
-    /// Runs `job` as an operation of the queue. Called by the concurrency runtime; any thread. A job the queue
-    /// refuses still runs, rather than never: one refused by a shut-down queue or a full one with policy `.reject`
-    /// goes to the global concurrent executor (never run inside this call, which may be a `Task` initialiser or a
-    /// `signal()` resuming a task, in the middle of the caller's work); in a forked child, where that executor's
-    /// threads are gone, a queue of the parent process runs it here, on the calling thread. A full queue with
-    /// policy `.block` blocks the calling thread until there is room, and one with `.callerRuns` runs the job on
-    /// the calling thread.
+    /// Runs `job` as an operation of the queue. Called by the concurrency runtime; any thread. This call never
+    /// waits: a bounded queue takes the job even when full, past its capacity (the job counts from then on; its
+    /// width still applies), whatever its `fullQueuePolicy`, because the caller may be any thread (a `Task`
+    /// initialiser, a `signal()` resuming a task, the deadline thread cancelling one) and must not block on the
+    /// queue's room. Bound the work with the adds (`addOperationWhenRoom`), not with the jobs. A job the queue
+    /// refuses still runs, rather than never: one refused by a shut-down queue goes to the global concurrent
+    /// executor (never run inside this call, in the middle of the caller's work); in a forked child, where that
+    /// executor's threads are gone, a queue of the parent process runs it here, on the calling thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         let priority = ExecutorJobOperation.queuePriority(for: job.priority)
         let unowned = UnownedJob(job)
         let op = ExecutorJobOperation(job: unowned, executor: self)
         if priority != .normal { op.queuePriority = priority }
-        // A new operation: refused only by a full queue whose policy refuses, a shut-down queue, or a queue of a
-        // parent process in a forked child. A refused operation never starts, so the job is still ours to place.
+        // A new operation: refused only by a shut-down queue, or a queue of a parent process in a forked child. A
+        // refused operation never starts, so the job is still ours to place.
         do {
-            try self.queue.addOperation(op)
+            try self.queue.addPastCapacity(op)
         } catch SpindleError.forkedChild {
             try? op.start()
         } catch {

@@ -36,6 +36,11 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
     /// the executor was still in use: its pending and later jobs run, one at a time as before, on a thread the
     /// executor started (kernel id `threadID`). Reported once per executor.
     case runLoopExecutorMoved(runLoop: String, threadID: Int32)
+    /// A run loop's poll(2) failed with `errno`. EINVAL: it watched more descriptors (`watched`) than RLIMIT_NOFILE
+    /// allows, a limit lowered after they were added (`add` refuses past it), so it watched only the first `polled`
+    /// until the count or the limit changes. ENOMEM (`polled` 0): that pass waited up to 1 ms instead and looked
+    /// again. Reported once per process for each errno.
+    case runLoopPollFailed(errno: Int32, watched: Int, polled: Int)
 
     /// One line, for a log.
     public var description: String {
@@ -58,6 +63,8 @@ public enum SpindleDiagnosticEvent: Sendable, Equatable, CustomStringConvertible
             "queue '\(queue)': maxConcurrentOperationCount = \(value) ignored (negative; only -1, the default, is allowed)"
         case .runLoopExecutorMoved(let runLoop, let threadID):
             "the thread of \(runLoop) exited while its SpindleRunLoopExecutor was in use; its jobs now run on thread \(threadID)"
+        case .runLoopPollFailed(let errno, let watched, let polled):
+            "a run loop's poll failed (errno \(errno)) watching \(watched) descriptors; it watched \(polled) instead"
         }
     }
 }

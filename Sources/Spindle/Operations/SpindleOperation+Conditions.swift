@@ -236,7 +236,7 @@ extension SpindleOperation {
             if let group = self.parentGroup {
                 try group.addOperation(dependency)
             } else {
-                try queue.addOperation(dependency)
+                try queue.addPastCapacity(dependency)  // never waits or is refused for room: see `addPastCapacity`
             }
         } catch {
             switch error {

@@ -17,14 +17,16 @@ extension SpindleOperation {
     /// to start), once it is cancelled, or to an operation with conditions or exclusivity categories that its queue
     /// has already let through, is listed but does not hold it back.
     ///
-    /// - Throws: `selfDependency` for `addDependency(self)`; `dependencyCycle` (naming the operations on the
-    ///   cycle) when `operation` already waits, directly or not, for this one, or for a `SpindleGroupOperation` this
-    ///   one is inside (which waits for it), or is such a group. Nothing changes then.
+    /// - Throws: `selfDependency` for `addDependency(self)`; `barrierTakesNoDependencies` on a barrier
+    ///   (`addBarrierBlock`'s operation); `dependencyCycle` (naming the operations on the cycle) when `operation`
+    ///   already waits, directly or not, for this one, or for a `SpindleGroupOperation` this one is inside (which
+    ///   waits for it), or is such a group. Nothing changes then.
     ///
     /// Final. Porting an `addDependency` override (one that also records the dependency elsewhere): observe
     /// `.dependencies`, whose changes carry the list before and after.
     public final func addDependency(_ operation: SpindleOperation) throws(SpindleError) {
         if operation === self { throw .selfDependency(name: self.displayName) }
+        if self.isBarrier { throw .barrierTakesNoDependencies(name: self.displayName) }
         // What the checks below reach, kept until after unlocking: a reference they took may be the last one (a
         // child its queue let go meanwhile, a group only its children point to), and its deinit is user code.
         var reached: [SpindleOperation] = []

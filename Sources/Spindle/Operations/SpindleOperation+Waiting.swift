@@ -1,3 +1,4 @@
+import Synchronization
 /// Waiting for an operation (`waitUntilFinished`) and the finish path's last step, which releases the waiters.
 /// The waiters live in the operation's side object, under its lock; see `releaseWaiters` for the protocol that lets
 /// the finish path skip that lock when nobody ever waited.
@@ -61,7 +62,10 @@ extension SpindleOperation {
     }
 
     /// Registers `semaphore` to be signalled once it has settled. Returns false (registering nothing) if it has
-    /// already settled: no need to wait. See `releaseWaiters` for the protocol.
+    /// already settled: no need to wait. See `releaseWaiters` for the protocol. A waiter that finds it finished
+    /// but not settled (its worker's bookkeeping to come) counts itself in `lateWaiters`, after publishing
+    /// `hasWaiters`: a worker running a reserved batch behind it stops claiming more (`QueueCore.someoneWaits`),
+    /// having seen either that count move or the flag.
     final func registerWaiter(_ semaphore: SpindleSemaphore) -> Bool {
         let registered = self.withLocked { l -> Bool in
             if self.currentState.isSettled { return false }
@@ -70,12 +74,18 @@ extension SpindleOperation {
         }
         guard registered else { return false }
         self.hasWaiters.store(true, ordering: .sequentiallyConsistent)
-        if OperationState(raw: self.state.load(ordering: .sequentiallyConsistent)).isSettled {
+        let now = OperationState(raw: self.state.load(ordering: .sequentiallyConsistent))
+        if now.isSettled {
             _ = self.withdrawWaiter(semaphore)  // settled meanwhile; its signal, if any, lands on nobody
             return false
         }
+        if now.lifecycle >= .finishing { SpindleOperation.lateWaiters.add(1, ordering: .sequentiallyConsistent) }
         return true
     }
+
+    /// Waiters that registered on an operation already finishing or finished, not yet settled (process-wide; it
+    /// only grows, wrapping). Read by workers running a reserved batch (`QueueCore.someoneWaits`).
+    static let lateWaiters = Atomic<Int>(0)
 
     /// Removes a registered semaphore; false if the finish path already took it (its signal is then on its way).
     final func withdrawWaiter(_ semaphore: SpindleSemaphore) -> Bool {

@@ -32,7 +32,8 @@ import CShim
 ///
 /// The target: `threadCount` threads serve at once. A pool thread that blocks in one of Spindle's waits
 /// (`waitUntilFinished`, `waitUntilAllOperationsAreFinished`, `awaitTermination`, `addOperationAndWait`, a semaphore,
-/// a wait group, a retry's backoff; not a bare `SpindleCondition`)
+/// a wait group, a retry's backoff, `SpindleThread.join`, `SpindleRunLoopThread.shutdown`; not a bare
+/// `SpindleCondition`)
 /// tells the pool (`beginBlocking`), which may start or wake one more thread while it waits, up to
 /// `maximumStandIns` more than `threadCount`: an operation that waits for other work on the same pool (a nested
 /// queue, a group's children) does not starve it. Blocking outside Spindle (I/O, `sleep`) is not seen: such work

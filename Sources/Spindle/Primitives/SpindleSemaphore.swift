@@ -92,7 +92,10 @@ public final class SpindleSemaphore: @unchecked Sendable {
     /// Takes a permit if one comes before `deadline`; returns whether it got one. On a `SpindleThreadPool`'s thread,
     /// a wait that finds no permit lets the pool start or wake another thread meanwhile.
     public func wait(until deadline: SpindleDeadline) -> Bool {
-        if self.permitHint.load(ordering: .relaxed) == 0 && ThreadContext.withCurrent({ $0.poolOf != nil }) {
+        // On a pool thread: a permit there now is taken without telling the pool; otherwise the wait may park, and
+        // is one the pool sees (the permit count read before the lock is only a hint: another thread may take it).
+        if ThreadContext.withCurrent({ $0.poolOf != nil }) {
+            if self.takePermitIfFree() { return true }
             return ThreadContext.current.blocking { self.waitForPermit(until: deadline) }
         }
         return self.waitForPermit(until: deadline)
@@ -205,4 +208,15 @@ public final class SpindleSemaphore: @unchecked Sendable {
 
     /// Free permits right now (a snapshot; for tests and diagnostics).
     public var value: Int { self.condition.withLock { self.permits } }
+}
+
+extension SpindleSemaphore {
+    /// Takes a permit if one is free now; never waits (a pool thread's first look, see `wait(until:)`).
+    fileprivate func takePermitIfFree() -> Bool {
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        guard self.permits > 0 else { return false }
+        self.takePermitLocked()
+        return true
+    }
 }

@@ -10,10 +10,12 @@
 /// `heldByBatchWaiters` with it, `batchWaitSlotFreedLocked`) → absent (its last waiter left).
 extension QueueCore {
     /// A thread holding `slots` asks to hold them while it waits for a batch it adds to this queue: refused when
-    /// the slots not counted yet would leave none for the batch (`DispatchSlots.beginBatchWait`). Caller holds no
-    /// lock.
+    /// the slots not counted yet would leave none for the batch (`DispatchSlots.beginBatchWait`), or when a barrier
+    /// is pending (the batch would be held behind it, and it waits for the caller; a bounded add checks only here,
+    /// an unbounded one again when it admits the batch). Caller holds no lock.
     func beginBatchWait(slots: [UInt]) -> Bool {
         self.lock.withLock {
+            if self.barriers.holdsAdds { return false }
             let new = slots.filter { self.batchWaitsBySlot[$0] == nil }
             if !new.isEmpty {
                 guard self.slots.beginBatchWait(count: new.count) else { return false }

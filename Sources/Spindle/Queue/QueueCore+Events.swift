@@ -122,18 +122,23 @@ extension QueueCore {
         self.perform(&after)
     }
 
-    /// A member's priority changed: if it waits in a bucket, move it; if it is reserved, the reservations give way
-    /// (it goes back to the buckets at its new level before its owner would claim it). Wakes nobody (it was ready
-    /// already).
+    /// A member's priority changed: if it waits in a bucket, move it (to the back of its new level); if it is
+    /// reserved, every reservation goes back to the buckets first (so the next free slot, on any worker, sees its
+    /// new level), and a worker is woken if a slot is free for what came back.
     func priorityChanged(_ op: SpindleOperation) {
-        self.lock.withLock {
-            if op.placement == .reserved { self.invalidateReservations() }
-            guard op.placement == .ready, !op.isBarrier else { return }
+        var after = AfterUnlock()
+        self.lock.lock()
+        if op.placement == .reserved && self.reclaimReservationsLocked() {
+            after.wake.add(self.wakeOrSpawnLocked())
+        }
+        if op.placement == .ready && !op.isBarrier {
             let link = Unmanaged.passUnretained(op)
             self.ready.remove(link)
             op.placement.move(to: .pending)
             self.pushLocked(link)
         }
+        self.lock.unlock()
+        self.perform(&after)
     }
 
     /// A dependency is being added to `op`, a member this queue found ready (`scheduled`) that no worker has taken:

@@ -73,7 +73,8 @@ extension QueueCore {
         self.perform(&after)
         QueueCore.join(late)
         if recoveredFrom > 0 {
-            SpindleDiagnostics.report(.workerSpawnRecovered(queue: self.name, failures: recoveredFrom))
+            let name = self.lock.withLock { self.name }  // under the lock: a rename may race this report
+            SpindleDiagnostics.report(.workerSpawnRecovered(queue: name, failures: recoveredFrom))
         }
         return nil
     }
@@ -85,7 +86,8 @@ extension QueueCore {
         self.perform(after)
         var errno: Int32 = -1
         if case .system(_, let code) = error { errno = code }
-        SpindleDiagnostics.report(.workerSpawnFailed(queue: self.name, errno: errno, retryNanoseconds: delay))
+        let name = self.lock.withLock { self.name }  // under the lock: a rename may race this report
+        SpindleDiagnostics.report(.workerSpawnFailed(queue: name, errno: errno, retryNanoseconds: delay))
         let retry = SpawnRetry(core: self, after: delay)
         let timerFailure = DeadlineTimer.shared.insert(retry)
         guard timerFailure != 0 else { return nil }

@@ -102,10 +102,12 @@ extension QueueCore {
         self.perform(&worker.pending, keepingDropsBelow: QueueCore.dropBatch, retiring: true)
         if cancelling { op._withUnsafeGuaranteedRef { $0.cancel() } }  // the shutdown's own cancel may not be there yet
         context.queue = self.handle
+        let lateSeen = QueueCore.lateWaitersBefore(worker.reservation)  // see `claimReserved`
         let deferredFinish = self.runOnWorker(op, context)
         var ranHead: Unmanaged<SpindleOperation>? = nil  // the reserved operations run, in order (`nextLink`)
         var ranTail: Unmanaged<SpindleOperation>? = nil
-        while let next = self.claimReserved(worker.reservation) {
+        var justRan = deferredFinish ? op : nil
+        while let next = self.claimReserved(worker.reservation, unlessWaitedOn: justRan, lateSince: lateSeen) {
             if ranHead == nil && deferredFinish { context.batchTaken = op }  // see `ThreadContext.batchTaken`
             let done = self.runOnWorker(next, context)
             precondition(done, "QueueCore: a reserved block operation did not finish on its worker")
@@ -116,6 +118,7 @@ extension QueueCore {
                 context.batchRan = next
             }
             ranTail = next
+            justRan = next
         }
         if ranHead != nil { context.endBatch() }
         context.queue = nil

@@ -3,8 +3,8 @@
 /// room, whatever the policy.
 public enum SpindleFullQueuePolicy: Sendable, Equatable, CustomStringConvertible {
     /// Block the adding thread until there is room (producers are served first in, first out). From one of the
-    /// queue's own operations, where waiting might wait for its own slot, the add throws `waitOnOwnQueue`
-    /// instead.
+    /// queue's own operations, where waiting might wait for its own slot, or from one of its workers outside any
+    /// operation (a deinit it runs), the add throws `waitOnOwnQueue` instead.
     case block
     /// Throw `SpindleError.queueFull` at once; nothing is added.
     case reject
@@ -14,7 +14,8 @@ public enum SpindleFullQueuePolicy: Sendable, Equatable, CustomStringConvertible
     /// operation of the add waits for a later operation of its batch, or has an unfinished dependency while the
     /// adding thread runs an operation (its `main` or completion block, or an async operation's body that has not
     /// finished, which may hold the slot or the group the dependency needs); or an operation of the add has
-    /// conditions or exclusivity categories (only a queue runs those).
+    /// conditions or exclusivity categories (only a queue runs those); or a barrier is pending in the queue (what
+    /// is added now may start only after it has run).
     case callerRuns
 
     /// "block", "reject" or "callerRuns". Any thread; throws nothing.

@@ -44,7 +44,8 @@ extension SpindleOperationQueue {
     }
 
     /// Adds `operation`, waiting until `deadline` for room if the queue is full, whatever its policy.
-    /// - Throws: as `addOperation`; `queueFull` if the deadline passed first (nothing was added).
+    /// - Throws: as `addOperation`; `queueFull` if the deadline passed first (nothing was added); `waitOnOwnQueue`
+    ///   if `deadline` is `.distantFuture` and the queue is full, from the queue's own thread (as the blocking add).
     public func addOperation(_ operation: SpindleOperation, until deadline: SpindleDeadline) throws(SpindleError) {
         let batch = [operation]
         try self.tellingHooks(batch) { () throws(SpindleError) in try self.addBounded(batch, waitUntil: deadline) }
@@ -105,20 +106,49 @@ extension SpindleOperationQueue {
 
     /// The bounded add path: `addOperation`/`addOperations` on a bounded queue (`deadline` nil: the queue's
     /// policy) and the timed forms (any queue).
-    func addBounded(_ operations: [SpindleOperation], waitUntil deadline: SpindleDeadline?) throws(SpindleError) {
+    /// `holdingSlots`: as for `addOperationsUnchecked` (a batch wait from a running member).
+    func addBounded(_ operations: [SpindleOperation], waitUntil deadline: SpindleDeadline?,
+                    holdingSlots: Bool = false) throws(SpindleError) {
         let policy: SpindleFullQueuePolicy? = deadline == nil ? nil : .block
-        guard let waiter = try self.beginBoundedAdd(operations, policy: policy, checkOwnQueue: deadline == nil) else {
+        // A wait with no end (no deadline, or `.distantFuture`) from this queue's own thread is refused: it may hold
+        // the room it would wait for. A real deadline ends it anyway.
+        let endless = deadline.map { $0.uptimeNanoseconds == SpindleDeadline.distantFuture.uptimeNanoseconds } ?? true
+        guard let waiter = try self.beginBoundedAdd(
+            operations, policy: policy, checkOwnQueue: endless, holdingSlots: holdingSlots)
+        else {
             return
         }
         let granted = waiter.semaphore.wait(until: deadline ?? .distantFuture)
         if let failure = self.endWait(waiter, withdraw: !granted) { throw failure }
     }
 
+    /// Adds `operation` without the capacity check (it counts from then on): for work that must neither wait nor
+    /// be refused for room, because the call that adds it cannot wait (a task executor's job: `enqueue` may be
+    /// called by any thread, the deadline thread included) or because what it serves was already admitted or is
+    /// waiting with its own deadline (a condition's produced dependency: `adopt`). On an unbounded queue, the
+    /// plain add. Tells the hooks.
+    /// - Throws: as `addOperation`, except `queueFull` and `waitOnOwnQueue`.
+    func addPastCapacity(_ operation: SpindleOperation) throws(SpindleError) {
+        guard self.core.boundedHint.isBounded && !operation.isBarrier else { return try self.addOperation(operation) }
+        try self.tellingHooks([operation]) { () throws(SpindleError) in
+            try self.refuseIfInheritedAcrossFork()
+            if let error = self.claim(operation) { throw error }
+            operation.gateClaimedIfGated(on: self)  // its own conditions' dependencies go first
+            guard let after = self.core.admitOne(operation) else {
+                self.unclaim(operation)
+                throw .queueShutDown(name: self.name)
+            }
+            self.core.perform(after)
+            operation.gateEnqueuedIfGated()
+        }
+    }
+
     /// Claims the batch and admits it if it fits; otherwise follows `policy` (nil: the queue's): refuses, runs it
     /// on the caller, or queues a producer and returns it (the caller waits on its semaphore, then `endWait`).
     /// Returns nil when the add is complete.
     func beginBoundedAdd(_ operations: [SpindleOperation], policy: SpindleFullQueuePolicy?,
-                         checkOwnQueue: Bool, fromTask: Bool = false) throws(SpindleError) -> ProducerWaiter? {
+                         checkOwnQueue: Bool, fromTask: Bool = false,
+                         holdingSlots: Bool = false) throws(SpindleError) -> ProducerWaiter? {
         try self.refuseIfInheritedAcrossFork()  // every bounded add comes through here (sync, timed and async)
         if operations.count > 1 {
             var seen = Set<ObjectIdentifier>()
@@ -145,10 +175,27 @@ extension SpindleOperationQueue {
             }
             claimed += 1
         }
-        try self.produceGateDependenciesLocked(operations)
+        let mayWait = {
+            !(checkOwnQueue && (fromTask ? self.isOwnQueueOfCallingTask : self.isOnlyThreadThatCouldServeLocked))
+        }
+        // Conditions produce their dependencies (which join past the capacity) only for an add that will be admitted
+        // or wait: one refused now leaves nothing behind (a refused retry loop would grow a full queue).
+        if !core.admission.refusesAtOnce(count: operations.count, counted: core.countedMembersLocked, policy: policy,
+                                         mayWait: mayWait) {
+            try self.produceGateDependenciesLocked(operations)
+        }
+        // A batch wait from a running member: a barrier pending now (perhaps added by its conditions, unlocked
+        // meanwhile) would hold the batch behind it, and it waits for the caller.
+        if holdingSlots && core.barriers.holdsAdds {
+            core.lock.unlock()
+            for op in operations { self.unclaim(op) }
+            throw .waitOnOwnQueue(name: self.name)
+        }
+        var looked: [SpindleOperation] = []  // the dependencies `canRunOnCaller` saw, released after the unlock
         let (decision, waiter, after) = core.boundedAddClaimedUnlocking(
-            operations, policy: policy, canRunOnCaller: { self.canRunOnCaller(operations) },
-            mayWait: { !(checkOwnQueue && (fromTask ? self.isOwnQueueOfCallingTask : self.isOwnQueueOfCallingThread)) })
+            operations, policy: policy, canRunOnCaller: { self.canRunOnCaller(operations, keeping: &looked) },
+            mayWait: mayWait)
+        looked = []
         core.perform(after)
         switch decision {
         case .admit:
@@ -193,6 +240,30 @@ extension SpindleOperationQueue {
         let context = ThreadContext.current
         if context.queue === self || context.completingQueue === self { return true }
         return self.isOwnQueue(of: context.operation) || self.isOwnQueue(of: context.completing)
+    }
+
+    /// Whether a wait here could never end because the calling thread is the only one that could end it: it runs
+    /// one of this queue's operations (`isOwnQueueOfCallingThread`), or it is the worker of a queue of width 1 with
+    /// threads of its own, running user code outside any operation (a deinit of what it released): that queue has
+    /// no other thread to make room or run an operation meanwhile. (A worker of a wider queue, or a pool thread,
+    /// whose wait the pool sees, may wait: another thread can.)
+    var isOnlyThreadThatCouldServe: Bool { self.isOwnQueueOfCallingThread || self.isLoneWorkerOutsideOperations }
+
+    /// The calling thread is the worker of this width-1 queue with threads of its own, outside any operation.
+    var isLoneWorkerOutsideOperations: Bool {
+        self.isOwnWorkerOutsideOperations && self.core.lock.withLock { self.core.slots.limit } == 1
+    }
+
+    /// `isOnlyThreadThatCouldServe`, for a caller that holds the queue's lock.
+    var isOnlyThreadThatCouldServeLocked: Bool {
+        if self.isOwnQueueOfCallingThread { return true }
+        return self.isOwnWorkerOutsideOperations && self.core.slots.limit == 1
+    }
+
+    /// The calling thread is a worker of this queue (its own threads, not a pool's) outside any operation.
+    private var isOwnWorkerOutsideOperations: Bool {
+        let context = ThreadContext.current
+        return context.workerOf === self.core && context.queue !== self && self.core.pool == nil
     }
 
     /// Whether the calling task runs the body of one of this queue's async operations, or of one inside a
@@ -251,8 +322,12 @@ extension SpindleOperationQueue {
     /// may hold what a dependency needs (the slot of a width-1 queue the dependency waits in, the group it runs
     /// in, or it is the dependency): waiting for it here could never end, and which of these it is cannot be told
     /// without walking every queue's slots, so it is refused. Asked by `Admission.decide`, under the queue's lock
-    /// (it takes the operations' locks, which come after it).
-    private func canRunOnCaller(_ operations: [SpindleOperation]) -> Bool {
+    /// (it takes the operations' locks, which come after it). The dependencies it looked at go into `kept`, for the
+    /// caller to release after unlocking: one removed meanwhile by another thread may be held by nothing else, and
+    /// its deinit is user code.
+    private func canRunOnCaller(_ operations: [SpindleOperation], keeping kept: inout [SpindleOperation]) -> Bool {
+        // Added while a barrier is pending, they may start only after it has run, and not beside it.
+        if self.core.barriers.holdsAdds { return false }
         let context = ThreadContext.current
         let runsAnOperation = context.operation != nil || context.completing != nil
             || SpindleAsyncOperation.running.map { !$0.isFinished } == true
@@ -260,7 +335,9 @@ extension SpindleOperationQueue {
             if op.currentState.isGated { return false }  // only a queue runs it (`gatedOperationNeedsQueue`)
             // Finished is enough: what is left of a finished dependency (its completion block, its queue's
             // bookkeeping) needs no slot, so waiting for it to settle ends.
-            for dependency in op.dependencies where !dependency.currentState.isSettled && !dependency.isFinished {
+            let dependencies = op.dependencies
+            kept.append(contentsOf: dependencies)
+            for dependency in dependencies where !dependency.currentState.isSettled && !dependency.isFinished {
                 if runsAnOperation { return false }
                 if operations[i...].contains(where: { $0 === dependency }) { return false }
             }

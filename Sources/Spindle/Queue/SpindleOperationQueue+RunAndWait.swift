@@ -7,11 +7,12 @@ extension SpindleOperationQueue {
     /// `DispatchQueue.sync(execute:)`: where Dispatch deadlocks (or traps) when called from the queue itself,
     /// this throws `waitOnOwnQueue` and runs nothing. A suspended queue makes the caller wait until it is resumed.
     ///
-    /// - Throws: `waitOnOwnQueue` when called from one of this queue's operations; what `addOperation` throws
+    /// - Throws: `waitOnOwnQueue` when called from one of this queue's operations (or by the worker of a width-1
+    ///   queue outside any operation, a deinit it runs: no other thread could run `body`); what `addOperation` throws
     ///   (`queueShutDown`, `queueFull`, `forkedChild`…), with nothing run; `resultOfCancelledOperation` if the
     ///   operation was cancelled (by `cancelAllOperations`) before `body` ran; else whatever `body` threw.
     public func addOperationAndWait<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) throws -> Value {
-        if self.isOwnQueueOfCallingThread { throw SpindleError.waitOnOwnQueue(name: self.name) }
+        if self.isOnlyThreadThatCouldServe { throw SpindleError.waitOnOwnQueue(name: self.name) }
         let box = ResultBox<Value>()
         let operation = SpindleBlockOperation { box.store(Result { try body() }) }
         try self.addOperation(operation)

@@ -111,27 +111,39 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
     /// With `waitUntilFinished`, returns once these operations (not the whole queue) have finished. On a bounded
     /// queue the whole batch waits for room, is refused, or runs on the caller (see `fullQueuePolicy`).
     /// - Throws: as `addOperation`, `duplicateInBatch`, `batchExceedsCapacity` (a bounded queue smaller than the
-    ///   batch); `waitOnOwnQueue` (nothing added) when an operation running on this queue asks to wait and the
-    ///   wait could never end: every slot would be held by operations waiting like this (width 1, or all but this
-    ///   one already wait so).
+    ///   batch); `waitOnOwnQueue` (nothing added) when the wait could never end: asked from an operation running on
+    ///   this queue when every slot would be held by threads waiting like this (width 1, or all but this one
+    ///   already wait so), or when a barrier is pending (the batch would wait behind it, and it waits for the
+    ///   caller); or asked from the thread of the run loop serving this queue (its only thread), or by the worker of
+    ///   a width-1 queue outside any operation (a deinit it runs). An empty batch waits for nothing and is never
+    ///   refused.
     public func addOperations(_ operations: [SpindleOperation], waitUntilFinished: Bool = false) throws(SpindleError) {
         let hooks = self.core.hookSlot.current  // told before the checks, and after the add before any wait
         hooks?.willAdd(operations, to: self)
         try self.refuseIfInheritedAcrossFork()
+        let waits = waitUntilFinished && !operations.isEmpty
+        // The serving run loop's thread is the only one that runs this queue's operations, and so is the worker of a
+        // width-1 queue outside any operation (a deinit it runs): neither may wait for them (as the drain wait).
+        if waits, (self.core.servingRunLoop?.isOwnedByCurrentThread ?? false) || self.isLoneWorkerOutsideOperations {
+            throw .waitOnOwnQueue(name: self.name)
+        }
         // A member waiting for a batch in its own queue holds its slot meanwhile: refuse the wait nobody could end.
-        if waitUntilFinished, case let slots = self.slotsHeldByCallingThread, !slots.isEmpty {
+        if waits, case let slots = self.slotsHeldByCallingThread, !slots.isEmpty {
             guard self.core.beginBatchWait(slots: slots) else { throw .waitOnOwnQueue(name: self.name) }
             defer { self.core.endBatchWait(slots: slots) }
-            try self.addOperationsUnchecked(operations, waitUntilFinished: true, hooks: hooks)
+            try self.addOperationsUnchecked(operations, waitUntilFinished: true, hooks: hooks, holdingSlots: true)
             return
         }
         try self.addOperationsUnchecked(operations, waitUntilFinished: waitUntilFinished, hooks: hooks)
     }
 
+    /// `holdingSlots`: the caller holds slots of this queue (a running member) and will wait for the batch; a
+    /// barrier pending when the batch is admitted would hold the batch back until the caller finished, so the add
+    /// is refused then (`waitOnOwnQueue`, nothing added).
     private func addOperationsUnchecked(_ operations: [SpindleOperation], waitUntilFinished: Bool,
-                                        hooks: QueueHookBox?) throws(SpindleError) {
+                                        hooks: QueueHookBox?, holdingSlots: Bool = false) throws(SpindleError) {
         if self.core.boundedHint.isBounded {
-            try self.addBounded(operations, waitUntil: nil)
+            try self.addBounded(operations, waitUntil: nil, holdingSlots: holdingSlots)
             hooks?.didAdd(operations, to: self)
             if waitUntilFinished {
                 for op in operations { try op.waitUntilFinished() }
@@ -159,6 +171,11 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
             throw failure
         }
         try self.produceGateDependenciesLocked(operations)
+        if holdingSlots && core.barriers.holdsAdds {
+            core.lock.unlock()
+            for op in operations { self.unclaim(op) }
+            throw .waitOnOwnQueue(name: self.name)
+        }
         core.perform(core.admitClaimedBatchUnlocking(operations))
         for op in operations { op.gateEnqueuedIfGated() }
         hooks?.didAdd(operations, to: self)
@@ -350,7 +367,10 @@ public final class SpindleOperationQueue: @unchecked Sendable, CustomStringConve
         }
     }
 
-    /// How many operations are in the queue and not finished (barriers excluded). O(1).
+    /// How many operations are in the queue (barriers excluded): added, and not yet through the queue's bookkeeping
+    /// of their finish. O(1). An operation that has just finished is still counted while its completion block runs
+    /// and until that bookkeeping (its worker's next visit to the queue's lock, before the waiters on it are
+    /// released), where `operations`, which reads each one's state, no longer lists it.
     public var operationCount: Int {
         self.isInheritedAcrossFork ? 0 : self.core.withAdmittedLock { self.core.members.countedByCapacity }
     }

@@ -179,6 +179,18 @@ struct RunLoopState {
         }
     }
 
+    /// Whether the loop's descriptor sources with `id` added (its tables together, each source once), plus its own
+    /// wakeup descriptor, would be more than `limit` entries for one poll(2). Counts the tables' entries first, and
+    /// counts distinct sources only when that total is near the limit.
+    func sourcesWouldExceed(adding id: ObjectIdentifier, limit: Int64) -> Bool {
+        var total = 0
+        for table in self.tables.values { total += table.sources.count }
+        if Int64(total) + 2 <= limit { return false }
+        var seen = Set<ObjectIdentifier>([id])
+        for table in self.tables.values { for key in table.sources.keys { seen.insert(key) } }
+        return Int64(seen.count) + 1 > limit
+    }
+
     /// The descriptor sources running `mode` watches, each once, skipping those in `inService`.
     func sources(for mode: SpindleRunLoop.Mode, inService: Set<ObjectIdentifier>) -> [SpindleDescriptorSource] {
         var sources: [SpindleDescriptorSource] = []

@@ -136,16 +136,7 @@ final class RunLoopWakeup: @unchecked Sendable {
         }
         var fds = [pollfd(fd: self.descriptor, events: Int16(POLLIN), revents: 0)]
         fds.append(contentsOf: watched)
-        let count = fds.count
-        do {
-            _ = try fds.withUnsafeMutableBufferPointer { buffer throws(SpindleError) in
-                try retryingOnEINTR("poll") {
-                    cshim_poll(buffer.baseAddress, nfds_t(count), RunLoopWakeup.timeoutMilliseconds(until: deadline))
-                }
-            }
-        } catch {
-            preconditionFailure("SpindleRunLoop: poll failed: \(error)")
-        }
+        _ = RunLoopWakeup.poll(&fds, until: deadline)
         for index in watched.indices { watched[index].revents = fds[index + 1].revents }
     }
 
@@ -168,5 +159,52 @@ final class RunLoopWakeup: @unchecked Sendable {
         guard deadline.uptimeNanoseconds > now else { return 0 }
         let milliseconds = (deadline.uptimeNanoseconds - now + 999_999) / 1_000_000
         return Int32(clamping: milliseconds)
+    }
+}
+
+extension RunLoopWakeup {
+    /// poll(2) on `fds` until `deadline` (`.now`: a look), retrying on EINTR; returns how many entries reported.
+    /// Never traps on what the process's limits can cause (each reported once per process and errno, as
+    /// `SpindleDiagnosticEvent.runLoopPollFailed`):
+    /// - EINVAL, more entries than RLIMIT_NOFILE allows (a limit lowered after they were added; `add` refuses past
+    ///   it): polls the first entries the limit allows (the wakeup descriptor, first, among them);
+    /// - ENOMEM: waits up to 1 ms (not past `deadline`) and reports no event, so the caller's pass looks again.
+    /// EBADF and EFAULT are Spindle's bugs (`retryingOnEINTR` traps). Any thread; no lock held.
+    static func poll(_ fds: inout [pollfd], until deadline: SpindleDeadline) -> Int32 {
+        var count = fds.count
+        while true {
+            let watching = count
+            do {
+                return try fds.withUnsafeMutableBufferPointer { buffer throws(SpindleError) in
+                    try retryingOnEINTR("poll") {
+                        let timeout = RunLoopWakeup.timeoutMilliseconds(until: deadline)
+                        return cshim_poll(buffer.baseAddress, nfds_t(watching), timeout)
+                    }
+                }
+            } catch {
+                guard case .system(_, let errno) = error else { return 0 }
+                let limit = cshim_nofile_soft_limit()
+                if errno == EINVAL && limit > 0 && Int64(count) > limit {
+                    count = Int(limit)
+                    RunLoopWakeup.reportOnce(errno: errno, watched: fds.count, polled: count)
+                    continue
+                }
+                RunLoopWakeup.reportOnce(errno: errno, watched: fds.count, polled: 0)
+                let now = cshim_clock_monotonic_ns()
+                let pause = min(1_000_000, deadline.uptimeNanoseconds > now ? deadline.uptimeNanoseconds - now : 0)
+                var request = timespec(tv_sec: 0, tv_nsec: Int(pause))
+                _ = nanosleep(&request, nil)
+                return 0
+            }
+        }
+    }
+
+    /// Errnos already reported by `poll` (bit `errno & 63`), so a lasting failure is reported once, not per pass.
+    private static let reported = Atomic<UInt64>(0)
+
+    private static func reportOnce(errno: Int32, watched: Int, polled: Int) {
+        let bit = UInt64(1) << UInt64(errno & 63)
+        if RunLoopWakeup.reported.bitwiseOr(bit, ordering: .relaxed).oldValue & bit != 0 { return }
+        SpindleDiagnostics.report(.runLoopPollFailed(errno: errno, watched: watched, polled: polled))
     }
 }

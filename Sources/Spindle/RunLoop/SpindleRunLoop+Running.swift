@@ -217,15 +217,7 @@ extension SpindleRunLoop {
         let sources = self.state.withLock { $0.sources(for: mode, inService: inService) }
         guard !sources.isEmpty else { return false }
         var watched = sources.map { pollfd(fd: $0.descriptor, events: $0.pollEvents, revents: 0) }
-        let count = watched.count
-        let ready: Int32
-        do {
-            ready = try watched.withUnsafeMutableBufferPointer { buffer throws(SpindleError) in
-                try retryingOnEINTR("poll") { cshim_poll(buffer.baseAddress, nfds_t(count), 0) }
-            }
-        } catch {
-            preconditionFailure("SpindleRunLoop: poll failed: \(error)")
-        }
+        let ready = RunLoopWakeup.poll(&watched, until: .now)
         return ready > 0 && self.deliverDescriptorEvents(sources, watched)
     }
 

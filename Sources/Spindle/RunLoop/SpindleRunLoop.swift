@@ -256,11 +256,16 @@ public final class SpindleRunLoop: @unchecked Sendable, CustomStringConvertible 
     /// Starts watching `source`'s descriptor when this loop runs `mode`. Adding it to a mode it is already in, or
     /// adding a finished source, does nothing. Any thread; wakes the loop.
     /// - Throws: `SpindleError.runLoopExited` if this loop's thread has exited; `scheduledOnAnotherRunLoop` if the
-    ///   source is scheduled on another live run loop. Nothing changes then.
+    ///   source is scheduled on another live run loop; `tooManyDescriptorSources` if this loop already watches as
+    ///   many descriptors as one poll(2) may (RLIMIT_NOFILE, its own wakeup included). Nothing changes then.
     public func add(_ source: SpindleDescriptorSource, forMode mode: Mode = .default) throws(SpindleError) {
         if self.isInherited { throw .runLoopExited }
+        let limit = cshim_nofile_soft_limit()  // a syscall: read before the lock
         let refusal = self.state.withLock { state -> SpindleError? in
             guard !self.ownerHasExited else { return .runLoopExited }
+            if limit > 0, state.sourcesWouldExceed(adding: ObjectIdentifier(source), limit: limit) {
+                return .tooManyDescriptorSources(limit: Int(min(limit, Int64(Int.max))))
+            }
             switch source.loopAttach(self, mode: mode) {
             case nil: return .scheduledOnAnotherRunLoop(name: "SpindleDescriptorSource(\(source.descriptor))")
             case false: return nil

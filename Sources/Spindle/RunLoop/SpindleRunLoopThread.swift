@@ -126,12 +126,18 @@ public final class SpindleRunLoopThread: @unchecked Sendable, CustomStringConver
     }
 
     /// `shutdown()`, waiting at most until `deadline`. Returns whether the thread was joined; false when a callout
-    /// still runs at the deadline (the stop stands, and a later call joins it).
+    /// still runs at the deadline (the stop stands, and a later call joins it). On a `SpindleThreadPool`'s thread the
+    /// wait is one the pool sees (a callout may be waiting for work on that pool).
     /// - Throws: `SpindleError.forkedChild` and `SpindleError.joinSelf`, as `shutdown()`.
     public func shutdown(until deadline: SpindleDeadline) throws(SpindleError) -> Bool {
         if self.runLoop.isInherited { throw .forkedChild(name: self.thread.name) }
         if SpindleThread.current === self.thread { throw .joinSelf(name: self.thread.name) }
         self.requestStop()
+        return ThreadContext.current.blocking { self.waitForThread(until: deadline) }
+    }
+
+    /// The rest of `shutdown(until:)`: waits for the thread past its last pass, and joins it (one caller does).
+    private func waitForThread(until deadline: SpindleDeadline) -> Bool {
         let control = self.control
         control.condition.lock()
         defer { control.condition.unlock() }

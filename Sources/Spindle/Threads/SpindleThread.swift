@@ -228,11 +228,14 @@ open class SpindleThread: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    /// After a successful claim: waits in `pthread_join` for the thread to end.
+    /// After a successful claim: waits in `pthread_join` for the thread to end; on a `SpindleThreadPool`'s thread, as
+    /// a wait the pool sees (another thread serves meanwhile: the joined one may wait for work on that pool).
     private func waitForExit() {
         // Stored before `joinable` was published; 0 only for a start that was cancelled (no pthread to join).
         let handle = self.handleStorage.load(ordering: .acquiring)
-        if handle != 0 { checkPthread(pthread_join(pthread_t(handle), nil), "pthread_join") }
+        if handle != 0 {
+            ThreadContext.current.blocking { checkPthread(pthread_join(pthread_t(handle), nil), "pthread_join") }
+        }
     }
 
     /// Detaches a joinable thread instead of joining it: for a thread that must let itself go (a queue worker

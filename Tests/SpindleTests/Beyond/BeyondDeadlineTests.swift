@@ -104,11 +104,17 @@ import Testing
         let queue = try SpindleOperationQueue(name: "bt-many-deadlines", maxConcurrentOperationCount: 4)
         let blocker = qtNamed("blocker")
         var expired: [BTCountingOp] = [], completed: [BTCountingOp] = []
+        var armedAt: [String: SpindleDeadline] = [:]
+        let fired = QTLog<String>()  // the order the deadlines cancelled their operations in
         for i in 0..<200 {
             let op = BTCountingOp(name: "d\(i)")
             if i % 2 == 0 {
                 try op.addDependency(blocker)  // cannot finish before its deadline
+                op.observe([.isCancelled]) { op, change in
+                    if change.phase == .did, change.newValue.boolValue == true { fired.append(op.name ?? "?") }
+                }
                 op.cancel(after: .milliseconds(Int64(5 + i % 17)))
+                armedAt[op.name!] = try #require(op.deadline)
                 expired.append(op)
             } else {
                 op.cancel(after: .seconds(3600))  // finishes long before
@@ -124,6 +130,9 @@ import Testing
         try blocker.start()
         qtDrain(queue)
         #expect(expired.allSatisfy { $0.deadlineExpired && $0.runs.count == 0 })
+        // In time order: the cancellations came in the order of the deadlines.
+        let inDeadlineOrder = expired.map { $0.name! }.sorted { armedAt[$0]! < armedAt[$1]! }
+        #expect(fired.all == inDeadlineOrder, "deadlines fired out of time order")
         #expect(completed.allSatisfy { !$0.isCancelled && $0.runs.count == 1 && $0.deadline == nil })
     }
 }

@@ -14,16 +14,23 @@ import Testing
         let group = SpindleWaitGroup(name: "threads")
         let go = opSemaphore()
         let left = OpCounter()
+        let hasLeft = opSemaphore()
         for _ in 0..<4 { group.enter() }
         let threads = try (0..<4).map { i in
             try OpThread.run("wg-\(i)") {
                 _ = go.wait(timeout: opDeadline)
                 left.increment()
                 try? group.leave()
+                hasLeft.signal()
             }
         }
         #expect(!group.wait(timeout: .milliseconds(5)), "returned while four entries were in flight")
-        for _ in 0..<4 { go.signal() }
+        // Three of the four leave; the wait must still not return while the last one is in flight.
+        for _ in 0..<3 { go.signal() }
+        for _ in 0..<3 { #expect(hasLeft.wait(timeout: opDeadline)) }
+        #expect(group.pendingCount == 1)
+        #expect(!group.wait(timeout: .milliseconds(5)), "returned while one entry was still in flight")
+        go.signal()
         #expect(group.wait(timeout: opDeadline))
         #expect(left.value == 4)
         #expect(group.pendingCount == 0)

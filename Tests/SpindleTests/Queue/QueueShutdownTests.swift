@@ -417,13 +417,19 @@ import Testing
     /// A huge timeout (beyond Int64.max seconds, where `Task.sleep` traps) waits without a timeout.
     @Test func anAsyncTerminationWaitWithAHugeTimeoutSaturates() async {
         await #expect(processExitsWith: .success) {
+            qtStartExitTestWatchdog(seconds: 3 * qtDeadline)  // a hang anywhere below fails (exit 9)
             let queue = SpindleOperationQueue(name: "huge-termination-timeout")
             let release = try! SpindleSemaphore(value: 0)
             queue.addOperation { release.wait() }
             queue.shutdown(.drain)
             async let terminated = queue.awaitTermination(timeout: .seconds(Int64.max) * 2)
             // The queue terminates only once the wait is under way (before, the timeout's sleep trapped at once).
-            while queue.core.lock.withLock({ queue.core.terminationWaiters.isEmpty }) { await Task.yield() }
+            // Bounded: a wait that never gets under way (returns or throws at once) fails instead of hanging.
+            let end = SpindleDeadline.after(.seconds(qtDeadline))
+            while queue.core.lock.withLock({ queue.core.terminationWaiters.isEmpty }) {
+                if end.hasPassed { exit(4) }
+                await Task.yield()
+            }
             release.signal()
             exit(try await terminated ? 0 : 3)
         }

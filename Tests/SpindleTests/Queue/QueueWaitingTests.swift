@@ -189,16 +189,22 @@ import Testing
         queue.addOperation { release.wait() }
         let released = QTCounter()
         let done = QTGate()
+        let tids = QTLog<Int32>()
         let waiters = try (0..<4).map { _ in
             try SpindleThread.spawnJoinable(name: "qt-waiter") {
-                if (try? queue.waitUntilAllOperationsAreFinished(timeout: .seconds(qtDeadline))) == true {
+                tids.append(qtTid())
+                // Longer than the deadline below: a waiter the drain did not wake is seen there, not saved by its
+                // own timeout (which returns true too, the queue being drained by then).
+                if (try? queue.waitUntilAllOperationsAreFinished(timeout: .seconds(3 * qtDeadline))) == true {
                     released.increment()
                 }
                 done.open()
             }
         }
+        // All four asleep in their wait (a /proc fact) before the queue drains, so the drain must wake each.
+        #expect(qtWaitUntil { tids.all.count == 4 && tids.all.allSatisfy { qtThreadState($0) == "S" } })
         release.open()
-        for _ in 0..<4 { #expect(done.wait()) }
+        for _ in 0..<4 { #expect(done.wait(), "a waiter parked before the drain was not woken by it") }
         for waiter in waiters { try waiter.join() }
         #expect(released.count == 4)
         qtDrain(queue)

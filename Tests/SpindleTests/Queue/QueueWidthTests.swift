@@ -150,13 +150,26 @@ import Testing
         #expect(met.count == 3)
         try queue.setMaxConcurrentOperationCount(1)
         let high = QTHighWater()
-        for _ in 0..<5 {
-            queue.addOperation {
+        let hold = QTGate(), holderStarted = QTGate()
+        // The first new operation holds the one slot left: the others must not start beside it.
+        queue.addOperation {
+            high.enter()
+            holderStarted.open()
+            hold.wait()
+            high.leave()
+        }
+        var others: [SpindleOperation] = []
+        for _ in 0..<4 {
+            others.append(queue.addOperation {
                 high.enter()
                 high.leave()
-            }
+            })
         }
         release.open(3)
+        #expect(holderStarted.wait())
+        #expect(try others[0].waitUntilFinished(timeout: .milliseconds(100)) == false,
+                "an operation started beside the holder after the width was lowered to 1")
+        hold.open()
         qtDrain(queue)
         #expect(finishedMain.count == 3)
         #expect(high.maximum == 1)

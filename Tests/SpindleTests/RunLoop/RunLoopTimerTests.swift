@@ -152,7 +152,12 @@ struct RunLoopTimerTests {
             guard !loop.contains(slow, inMode: .default), loop.limitDate(forMode: .default) == nil else {
                 throw TestFailure(message: "invalidated timer still scheduled")
             }
+            let added = cshim_clock_monotonic_ns()
             try loop.add(timer, forMode: .default)
+            // A zero interval is 0.1 ms: the first firing is scheduled at least 0.1 ms after the add.
+            guard let zeroFire = timer.fireDate, zeroFire.uptimeNanoseconds >= added + 100_000 else {
+                throw TestFailure(message: "a zero interval is not 0.1 ms: fire date \(String(describing: timer.fireDate)), added at \(added)")
+            }
             try loop.run(until: T.after(10))
             guard !timer.isValid else { throw TestFailure(message: "one-shot timer still valid after firing") }
         }

@@ -106,7 +106,10 @@ struct RunLoopWakeupTests {
         wakeup.drain()
         let signaller = try SpindleThread.spawnJoinable(name: "rl-wakeup") {
             // Once the owner is in `wait` (armed), signal.
-            while wakeup.firstSignalAt.load(ordering: .relaxed) != RunLoopWakeup.idleUnstamped { sched_yield() }
+            // Bounded, so an owner that never arms fails the test (below) instead of hanging it here.
+            let end = monotonicSeconds() + 20
+            while wakeup.firstSignalAt.load(ordering: .relaxed) != RunLoopWakeup.idleUnstamped
+                && monotonicSeconds() < end { sched_yield() }
             wakeup.signal()
         }
         var watched: [pollfd] = []

@@ -93,6 +93,20 @@ import Testing
         #expect(log.all == ["suspended", "width0"])
     }
 
+    /// The runner gives neither a @MainActor test nor an exit test's body the main thread here, so the test below
+    /// returns before its main-thread checks. What can be checked from another thread: the main queue is served by
+    /// the main run loop only, so while nobody runs that loop, an operation added to it does not run. A process of
+    /// its own, so the operation left in the (process-wide) main queue disturbs nothing.
+    @Test func theMainQueueRunsNothingWhileNobodyRunsTheMainLoop() async {
+        await #expect(processExitsWith: .success) {
+            guard !SpindleThread.isMainThread else { exit(0) }  // the main thread: the test below covers it
+            let ran = SpindleLockedValue(false)
+            let op = SpindleOperationQueue.main.addOperation { ran.withLockedValue { $0 = true } }
+            let finished = (try? op.waitUntilFinished(timeout: .milliseconds(200))) ?? true
+            exit(!finished && !ran.value ? 0 : 3)
+        }
+    }
+
     @Test @MainActor func theMainQueueRunsOnTheMainThread() throws {
         let queue = SpindleOperationQueue.main
         #expect(queue === SpindleOperationQueue.main)

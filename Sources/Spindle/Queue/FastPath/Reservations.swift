@@ -80,7 +80,10 @@ extension QueueCore {
         _ reservation: Reservation, behind taken: Unmanaged<SpindleOperation>, afterWaking wake: IdleWorkers.WakeAction
     ) {
         guard wake == .none else { return }
-        guard taken._withUnsafeGuaranteedRef({ type(of: $0) == SpindleBlockOperation.self }) else { return }
+        // A taken operation someone waits for already would stop the batch at once (`someoneWaits`).
+        guard taken._withUnsafeGuaranteedRef({
+            type(of: $0) == SpindleBlockOperation.self && !$0.hasWaiters.load(ordering: .relaxed)
+        }) else { return }
         // Saturating: a width near `Int.max` (valid: "as many as there is work for") reserves nothing.
         let (product, overflow) = self.slots.limit.multipliedReportingOverflow(by: QueueCore.batchThresholdPerSlot)
         let threshold = overflow ? Int.max : product
@@ -119,17 +122,20 @@ extension QueueCore {
     }
 
     /// The owner claims its next reserved operation and moves it to `dispatching`; nil when none is left (all
-    /// claimed, reclaimed by another worker, or returned here because `batchEpoch` moved). Without the lock,
-    /// except to return them.
+    /// claimed, reclaimed by another worker, or returned here because `batchEpoch` moved), or when someone waits on
+    /// what the batch ran (`someoneWaits`). Without the lock, except to return them.
     ///
     /// The epoch check is where the claim takes effect: a bump between it and the compare-and-swap (a suspension,
     /// a higher-priority add) comes after the claim, as a suspension that takes the lock just after a worker's
     /// locked take comes after that take. Either way one operation per worker may start just after
     /// `isSuspended = true` returned, chosen before it (Foundation: an operation already on its way to `start` is
     /// not stopped by suspending); none is chosen after it.
-    func claimReserved(_ reservation: Reservation) -> Unmanaged<SpindleOperation>? {
+    func claimReserved(_ reservation: Reservation, unlessWaitedOn justRan: Unmanaged<SpindleOperation>?,
+                       lateSince lateSeen: Int) -> Unmanaged<SpindleOperation>? {
         let index = reservation.next.load(ordering: .acquiring)
         guard index < reservation.count else { return nil }
+        // Not past a waiter (`someoneWaits`): the rest goes back at `settleReservationLocked`.
+        if QueueCore.someoneWaits(onJustRun: justRan, lateSince: lateSeen) { return nil }
         if self.batchEpoch.load(ordering: .sequentiallyConsistent) != reservation.epoch {
             self.lock.withLock { self.returnReservationLocked(reservation) }
             return nil
@@ -233,5 +239,29 @@ extension QueueCore {
     @inline(__always)
     func noteAdded(level: Int) {
         if level > self.reservedFloor.load(ordering: .sequentiallyConsistent) { self.invalidateReservations() }
+    }
+}
+
+extension QueueCore {
+    /// `SpindleOperation.lateWaiters` before a batch's first operation runs, if anything is reserved (else 0,
+    /// unused). The owner, without the lock.
+    @inline(__always)
+    static func lateWaitersBefore(_ reservation: Reservation) -> Int {
+        reservation.next.load(ordering: .relaxed) < reservation.count
+            ? SpindleOperation.lateWaiters.load(ordering: .sequentiallyConsistent) : 0
+    }
+
+    /// Before the worker claims another reserved operation: whether a thread waits for the operation it ran last
+    /// (`justRan`, nil if that one did not finish here) or, having come late (`SpindleOperation.lateWaiters` moved
+    /// from `lateSeen`, read before the batch's first operation ran), for any finished one of the batch. Their
+    /// waiters are released only after the batch's bookkeeping, so the worker claims no more then: a later one may
+    /// need what the waiter does once its wait returns (a lock it holds, a signal it sends), and running it first
+    /// could wait for ever. Two loads.
+    @inline(__always)
+    static func someoneWaits(onJustRun justRan: Unmanaged<SpindleOperation>?, lateSince lateSeen: Int) -> Bool {
+        if let justRan, justRan._withUnsafeGuaranteedRef({ $0.hasWaiters.load(ordering: .sequentiallyConsistent) }) {
+            return true
+        }
+        return SpindleOperation.lateWaiters.load(ordering: .sequentiallyConsistent) != lateSeen
     }
 }

@@ -68,6 +68,15 @@ struct Admission {
         }
     }
 
+    /// Whether `decide` would refuse an add of `count` gated operations now, whatever else happens: a batch larger
+    /// than the capacity, or one that does not fit while the policy neither waits (`.block` where `mayWait()`) nor
+    /// could run it on the caller (only a queue runs a gated operation).
+    func refusesAtOnce(count: Int, counted: Int, policy: SpindleFullQueuePolicy?, mayWait: () -> Bool) -> Bool {
+        if let capacity = self.capacity, count > capacity { return true }
+        if self.fits(count, counted: counted) { return false }
+        return (policy ?? self.policy) != .block || !mayWait()
+    }
+
     /// Whether `count` more operations may be admitted now, with `counted` members counted against the capacity.
     func fits(_ count: Int, counted: Int) -> Bool {
         guard let capacity = self.capacity else { return true }

@@ -30,6 +30,9 @@ struct BarrierGate<Element> {
     /// Elements held and not yet released.
     var heldCount: Int { self.held.count - self.heldHead }
 
+    /// Whether a barrier is pending (held or running): an element added now would be held.
+    var holdsAdds: Bool { self.barrierActive || self.heldHead < self.held.count }
+
     /// A member was added: returns true if it is released now (the caller schedules it), false if it is held
     /// (the caller then drains `nextReleasable`, which may release it at once if it is a barrier with nothing
     /// before it).
