@@ -375,11 +375,28 @@ enum Watchdog {
                     lastPlainNs = now
                 }
                 if Double(now - lastChange) / 1e9 >= stallSeconds {
+                    armExitDeadline(seconds: 10)  // the dump takes each queue's lock, which the stall may hold
                     dump(ctx, stalledFor: Double(now - lastChange) / 1e9)
                     _exit(3)
                 }
             }
         }
+    }
+
+    /// Ends the process with status 3 after `seconds`, whatever the other threads hold: SIGALRM, whose handler only
+    /// writes a fixed line and calls `_exit` (both async-signal-safe). The dump's `debugDescription` takes each
+    /// queue's lock; a stall that holds one for ever (a lock held while user code runs, say) would otherwise keep
+    /// the dump, and the process, waiting for it.
+    static func armExitDeadline(seconds: UInt32) {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in
+            let text: StaticString = "spindle-stress: WATCHDOG: the dump blocked (a queue's lock is held); exit 3\n"
+            _ = write(2, text.utf8Start, text.utf8CodeUnitCount)  // static storage: nothing allocated here
+            _exit(3)
+        }
+        sigemptyset(&action.sa_mask)
+        sigaction(SIGALRM, &action, nil)
+        alarm(seconds)
     }
 
     private static func dump(_ ctx: ScenarioContext, stalledFor: Double) {

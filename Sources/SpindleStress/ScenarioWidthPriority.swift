@@ -3,8 +3,10 @@ import Synchronization
 
 // `width`: queues of width 1, 2, 3 and 8. Operations block on a gate semaphore, so the number running at once
 // climbs to the width and stays there: the high-water mark must never exceed the width and must reach
-// min(width, ops) (no accidental serialisation). Between gated rounds, bursts of tiny operations added from
-// several threads check the bound under churn.
+// min(width, ops) (no accidental serialisation). Before some gated rounds the queue is widened by two, fills the
+// wider width, and is narrowed back (`widen`): it then has more threads than its width, so a slot check that lets
+// one too many run shows (with only `width` threads, it could not). Between gated rounds, bursts of tiny
+// operations added from several threads check the bound under churn.
 //
 // `priority`: a suspended serial queue gets 5 levels × N operations in shuffled order (single adder, some in
 // batches; ~10% re-prioritised while waiting), then resumes: 0 inversions (a lower level running before a higher
@@ -13,16 +15,48 @@ import Synchronization
 enum WidthScenario {
     static let invariants = ["width-exceeded", "width-not-reached", "gate-timeout", "drain-timeout"]
 
+    /// Raises `q`'s width to `width + extra`, fills it with blocking operations (so that many threads exist), lets
+    /// them go and narrows it back to `width`. Returns false if the queue did not drain (a violation already).
+    static func widen(_ ctx: ScenarioContext, _ q: SpindleOperationQueue, width w: Int, by extra: Int) -> Bool {
+        q.maxConcurrentOperationCount = w + extra
+        let gate = try! SpindleSemaphore(value: 0)
+        let hw = HighWater()
+        for _ in 0..<(w + extra) {
+            try! q.addOperation(StressBlockOp {
+                let now = hw.enter()
+                if now > w + extra { ctx.violation("width-exceeded", "widened to \(w + extra): \(now) running at once") }
+                if !gate.wait(timeout: .seconds(10)) { ctx.violation("gate-timeout", "widened: waited 10 s for the gate") }
+                hw.leave()
+                ctx.count()
+            })
+        }
+        let deadline = SpindleDeadline.after(.seconds(5))
+        while hw.current.load(ordering: .acquiring) < w + extra && !deadline.hasPassed { sleepMicros(50) }
+        if hw.current.load(ordering: .acquiring) < w + extra {
+            ctx.violation("width-not-reached", "widened to \(w + extra): only \(hw.current.load(ordering: .acquiring)) "
+                + "ran at once after 5 s")
+        }
+        for _ in 0..<(w + extra) { gate.signal() }
+        let drained = ctx.drain([q])
+        q.maxConcurrentOperationCount = w
+        return drained
+    }
+
     static func run(_ ctx: ScenarioContext) {
         let widths = [1, 2, 3, 8]
         let queues = widths.map { ctx.makeQueue("width-\($0)", width: $0) }
         var rng = SplitMix64.derive(ctx.seed, 2)
         var peaks = [Int](repeating: 0, count: widths.count)
         var rounds = 0
+        var widened = 0
         while ctx.running {
             rounds += 1
             for (k, w) in widths.enumerated() where ctx.running {
                 let q = queues[k]
+                if rng.chance(0.25) {
+                    guard widen(ctx, q, width: w, by: 2) else { return }
+                    widened += 1
+                }
                 // Gated round: everyone blocks until the driver has seen the width reached.
                 let n = rng.int(1...(3 * w + 2))
                 let gate = try! SpindleSemaphore(value: 0)
@@ -93,6 +127,7 @@ enum WidthScenario {
         ctx.drain(queues)
         ctx.figure("rounds", "\(rounds)")
         ctx.figure("peak", zip(widths, peaks).map { "w\($0.0)=\($0.1)" }.joined(separator: ","))
+        ctx.figure("widened", "\(widened)")
     }
 }
 
