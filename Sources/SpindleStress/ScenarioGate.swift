@@ -13,7 +13,8 @@ import Synchronization
 // - `outcome`: not cancelled by the scenario: a passing (or absent) condition ran `main` once with no error; a
 //   failing one never ran `main`, and finished failed with `SpindleError.conditionFailed` and
 //   `cancellationReason == .conditionFailed`; cancelled before it was added: never ran, condition never asked;
-// - `dependency-first`: a produced dependency had finished before the condition was evaluated and before `main`;
+// - `dependency-first`: a produced dependency had finished (its completion block returned) before the condition
+//   was evaluated and before `main`;
 // - `not-finished`: the queues drained every round (none lost, no category left held: the next round's
 //   operations would wait for ever), and at the end one probe per category runs.
 
@@ -46,7 +47,17 @@ final class GatedPlan: @unchecked Sendable {
 /// The dependency a condition produces: a plain operation.
 final class GatedDependencyOp: SpindleOperation, @unchecked Sendable {
     let live = LiveToken()
+    let completed = Atomic<Bool>(false)  // its completion block returned (dependents become ready only after)
+
+    override init() {
+        super.init()
+        self.completionBlock = { [unowned self] in self.completed.store(true, ordering: .releasing) }
+    }
+
     override func main() throws { spin(ns: 2_000) }
+
+    /// Finished as a dependency: finished, and its completion block returned.
+    var finishedAsDependency: Bool { self.completed.load(ordering: .acquiring) && self.isFinished }
 }
 
 /// A condition following its plan; it checks that the dependency it produced had finished when it is evaluated.
@@ -65,7 +76,7 @@ struct GatedCondition: SpindleOperationCondition {
 
     func evaluate(for operation: SpindleOperation) -> SpindleConditionResult {
         self.plan.evaluations.add(1, ordering: .relaxed)
-        if let produced = self.plan.produced, !produced.isFinished {
+        if let produced = self.plan.produced, !produced.finishedAsDependency {
             self.ctx.violation("dependency-first", "a condition was evaluated before the dependency it produced finished")
         }
         return self.plan.condition == .fails ? .failed(GatedRefusal()) : .satisfied
@@ -95,7 +106,7 @@ final class GatedOp: SpindleOperation, @unchecked Sendable {
 
     override func main() throws {
         self.runs.add(1, ordering: .relaxed)
-        if let produced = self.plan.produced, !produced.isFinished {
+        if let produced = self.plan.produced, !produced.finishedAsDependency {
             self.ctx.violation("dependency-first", "main began before the dependency its condition produced finished")
         }
         for category in self.categories where category.inside.enter() > 1 {
