@@ -94,11 +94,38 @@ import Testing
     func aBoundedBatchWaitRefusesABarrierThatArrivesBeforeItsAdmission() throws {
         let queue = try SpindleOperationQueue(name: "fr-bwait", maxConcurrentOperationCount: 2, capacity: 10,
                                               whenFull: .block)
+        let outcome = try Self.batchWaitBehindABarrierItsConditionAdds(on: queue, tag: "")
+        #expect(outcome != nil, "the batch wait behind a barrier that waits for its caller never returned")
+        if outcome != nil {
+            #expect(outcome == "refused")
+            qtDrain(queue)
+        }
+    }
+
+    /// Control for the test above: the same batch wait on an unbounded queue is refused (`waitOnOwnQueue`), as the
+    /// fix intends; only the bounded path misses the barrier.
+    @Test(.timeLimit(.minutes(1)))
+    func anUnboundedBatchWaitRefusesABarrierThatArrivesBeforeItsAdmission() throws {
+        let queue = try SpindleOperationQueue(name: "fr-bwait-u", maxConcurrentOperationCount: 2)
+        let outcome = try Self.batchWaitBehindABarrierItsConditionAdds(on: queue, tag: "-u")
+        #expect(outcome != nil)
+        if outcome != nil {
+            #expect(outcome == "refused")
+            qtDrain(queue)
+        }
+    }
+
+    /// From an operation of `queue`: a batch wait (`addOperations(_:waitUntilFinished: true)`) for one operation
+    /// whose condition adds a barrier to `queue`, which then waits for the caller. Returns "refused"
+    /// (`waitOnOwnQueue`), "waited", another error's description, or nil if the wait did not return in time.
+    static func batchWaitBehindABarrierItsConditionAdds(on queue: SpindleOperationQueue, tag: String) throws
+        -> String?
+    {
         let outcome = SpindleLockedValue<String?>(nil)
         let done = QTGate()
-        let caller = CTOp("fr-caller") {
-            let batch = BTCountingOp(name: "fr-batch")
-            try? batch.addCondition(CTCondition("fr-barrier-maker", produce: { _ in
+        let caller = CTOp("fr-caller\(tag)") {
+            let batch = BTCountingOp(name: "fr-batch\(tag)")
+            try? batch.addCondition(CTCondition("fr-barrier-maker\(tag)", produce: { _ in
                 queue.addBarrierBlock {}  // a barrier now pending: it waits for the caller
                 return nil
             }))
@@ -115,46 +142,7 @@ import Testing
             done.open()
         }
         try queue.addOperation(caller)
-        let returned = done.wait(seconds: qtDeadline)
-        #expect(returned, "the batch wait behind a barrier that waits for its caller never returned")
-        if returned {
-            #expect(outcome.value == "refused")
-            qtDrain(queue)
-        }
-    }
-
-    /// Control for the test above: the same batch wait on an unbounded queue is refused (`waitOnOwnQueue`), as the
-    /// fix intends; only the bounded path misses the barrier.
-    @Test(.timeLimit(.minutes(1)))
-    func anUnboundedBatchWaitRefusesABarrierThatArrivesBeforeItsAdmission() throws {
-        let queue = try SpindleOperationQueue(name: "fr-bwait-u", maxConcurrentOperationCount: 2)
-        let outcome = SpindleLockedValue<String?>(nil)
-        let done = QTGate()
-        let caller = CTOp("fr-caller-u") {
-            let batch = BTCountingOp(name: "fr-batch-u")
-            try? batch.addCondition(CTCondition("fr-barrier-maker-u", produce: { _ in
-                queue.addBarrierBlock {}
-                return nil
-            }))
-            do {
-                try queue.addOperations([batch], waitUntilFinished: true)
-                outcome.withLockedValue { $0 = "waited" }
-            } catch {
-                if case .waitOnOwnQueue? = error as? SpindleError {
-                    outcome.withLockedValue { $0 = "refused" }
-                } else {
-                    outcome.withLockedValue { $0 = "\(error)" }
-                }
-            }
-            done.open()
-        }
-        try queue.addOperation(caller)
-        let returned = done.wait(seconds: qtDeadline)
-        #expect(returned)
-        if returned {
-            #expect(outcome.value == "refused")
-            qtDrain(queue)
-        }
+        return done.wait(seconds: qtDeadline) ? outcome.value : nil
     }
 
     /// The enclosing-group refusal looks only at the child's own categories: a dependency of the child, outside
