@@ -17,7 +17,9 @@ import Testing
     /// blocks on that mutex (seen in /proc), then takes the permit itself (as a racing `wait` would) and unlocks.
     @Test func aSemaphoreWaitThatLosesTheLastPermitToAnotherThreadLetsTheSignallerServe() throws {
         let pool = try SpindleThreadPool(name: "probe-sem", threadCount: 1)
-        let queue = SpindleOperationQueue(name: "probe-sem", pool: pool)
+        // Two at once whatever the CPU count (the default width is one on one CPU): the signaller must be able to
+        // start beside the waiter.
+        let queue = try SpindleOperationQueue(name: "probe-sem", maxConcurrentOperationCount: 2, pool: pool)
         let semaphore = try SpindleSemaphore(value: 1)
         let tid = Atomic<Int32>(0)
         let entered = QTGate(), signalled = QTGate()
@@ -50,7 +52,7 @@ import Testing
     /// pool thread loses after reading the permit's hint, its park is unseen and the signaller waits for its timeout.
     @Test func contendingForAPermitOnAOneThreadPoolNeverStrandsTheSignaller() throws {
         let pool = try SpindleThreadPool(name: "probe-sem-race", threadCount: 1)
-        let queue = SpindleOperationQueue(name: "probe-sem-race", pool: pool)
+        let queue = try SpindleOperationQueue(name: "probe-sem-race", maxConcurrentOperationCount: 2, pool: pool)
         var stranded = 0
         var iterations = 0
         let start = qtMonotonicSeconds()

@@ -44,7 +44,8 @@ import Testing
     /// As in the sample, a produced operation is nobody's dependency: the producer's dependent runs while the
     /// produced operation is still blocked.
     @Test func aProducedOperationIsNoDependency() throws {
-        let queue = SpindleOperationQueue()
+        // Room for the blocked produced operation and the dependent at once, whatever the CPU count.
+        let queue = try SpindleOperationQueue(maxConcurrentOperationCount: 2)
         let produced = GTChild("produced", waits: true)
         let producer = GTChild("producer") { op in try op.produce(produced) }
         let dependent = GTChild("dependent")

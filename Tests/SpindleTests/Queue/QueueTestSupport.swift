@@ -43,22 +43,7 @@ final class QTGate: @unchecked Sendable {
 
     /// Takes a permit if one comes within `seconds`.
     @discardableResult
-    func wait(seconds: Double = qtDeadline) -> Bool {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let whole = Int(seconds)
-        var nanos = now.tv_nsec + Int((seconds - Double(whole)) * 1e9)
-        var secs = now.tv_sec + whole
-        if nanos >= 1_000_000_000 {
-            nanos -= 1_000_000_000
-            secs += 1
-        }
-        var deadline = timespec(tv_sec: secs, tv_nsec: nanos)
-        while true {
-            if sem_timedwait(self.sem, &deadline) == 0 { return true }
-            if errno != EINTR { return false }
-        }
-    }
+    func wait(seconds: Double = qtDeadline) -> Bool { oracleSemaphoreWait(self.sem, seconds: seconds) }
 
     /// Takes a permit only if one is there now.
     func tryWait() -> Bool { sem_trywait(self.sem) == 0 }

@@ -107,18 +107,28 @@ final class OracleSemaphore: @unchecked Sendable {
     func post() { precondition(sem_post(self.sem) == 0) }
 
     /// Takes a permit if one comes within `seconds` (a generous failure detector, never a timing assertion).
-    func wait(seconds: Double = 10) -> Bool {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let whole = Int(seconds)
-        var nanos = now.tv_nsec + Int((seconds - Double(whole)) * 1e9)
-        var secs = now.tv_sec + whole
-        if nanos >= 1_000_000_000 { nanos -= 1_000_000_000; secs += 1 }
-        var deadline = timespec(tv_sec: secs, tv_nsec: nanos)
-        while true {
-            if sem_timedwait(self.sem, &deadline) == 0 { return true }
-            if errno != EINTR { return false }
-        }
+    func wait(seconds: Double = 10) -> Bool { oracleSemaphoreWait(self.sem, seconds: seconds) }
+}
+
+/// glibc's `sem_clockwait` (2.30+), which the Glibc module does not declare (it is a GNU extension), looked up once.
+private let semClockWait = unsafeBitCast(
+    dlsym(UnsafeMutableRawPointer(bitPattern: 0) /* RTLD_DEFAULT */, "sem_clockwait")!,
+    to: (@convention(c) (UnsafeMutablePointer<sem_t>?, clockid_t, UnsafePointer<timespec>?) -> Int32).self)
+
+/// Takes a permit of `sem` if one comes within `seconds`, measured on CLOCK_MONOTONIC (`sem_clockwait`): a step of
+/// the wall clock (a virtual machine resumed, the time set) neither ends the wait early nor stretches it, as it
+/// would for `sem_timedwait`, whose deadline is on CLOCK_REALTIME.
+func oracleSemaphoreWait(_ sem: UnsafeMutablePointer<sem_t>, seconds: Double) -> Bool {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    let whole = Int(seconds)
+    var nanos = now.tv_nsec + Int((seconds - Double(whole)) * 1e9)
+    var secs = now.tv_sec + whole
+    if nanos >= 1_000_000_000 { nanos -= 1_000_000_000; secs += 1 }
+    var deadline = timespec(tv_sec: secs, tv_nsec: nanos)
+    while true {
+        if semClockWait(sem, CLOCK_MONOTONIC, &deadline) == 0 { return true }
+        if errno != EINTR { return false }
     }
 }
 
