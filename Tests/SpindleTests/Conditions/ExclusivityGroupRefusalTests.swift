@@ -25,7 +25,10 @@ import Testing
             started.open()
             release.wait()
         }
-        let group = try SpindleGroupOperation(operations: [first])
+        // Room for the refused child beside `first`, whatever the CPU count (its refusal comes when it gets a slot):
+        // width 2, on threads of its own (the shared pool has one thread per CPU, and `first` blocks where it
+        // cannot see).
+        let group = try SpindleGroupOperation(operations: [first], maxConcurrentOperationCount: 2, pool: nil)
         group.name = "eg-group"
         try group.addExclusivityCategory(category)
         try queue.addOperation(group)

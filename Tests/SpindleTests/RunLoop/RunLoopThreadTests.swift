@@ -134,7 +134,7 @@ import Testing
                 return loopThread.thread.isFinished
             }
             group.addTask {  // a bound, so a shutdown that never ends fails the test instead of hanging it
-                try? await Task.sleep(for: .seconds(RunLoopTestSupport.patience))
+                try? await Task.sleep(for: .seconds(atDeadline))  // the async suites' bound: a turn may come late
                 return false
             }
             let result = await group.next()!
