@@ -117,7 +117,7 @@ import Testing
         queue.cancelAllOperations()
         queue.isSuspended = false
         // Bounded, so a dropped job fails the test instead of hanging it.
-        #expect(await atEventually() { ran.isSet }, "the cancelled operation's job never ran")
+        #expect(await atEventually { ran.isSet }, "the cancelled operation's job never ran")
         if ran.isSet { #expect(await task.value == 42) }
         #expect(await atEventually { queue.operationCount == 0 })
         queue.shutdown(.drain)
@@ -260,7 +260,7 @@ import Testing
             let answers = QTLog<Int32>()
             let call = Task { answers.append(await device.call()) }
             // Bounded, so a dropped job fails the test instead of hanging it.
-            #expect(await atEventually() { answers.count == 1 }, "the actor stopped answering")
+            #expect(await atEventually { answers.count == 1 }, "the actor stopped answering")
             guard answers.count == 1 else { return }
             await call.value
             #expect(answers.all == [tid])
