@@ -16,6 +16,9 @@ public enum RoundTrips {
     public struct Peer: Sendable {
         public let name: String
         let make: @Sendable () -> (handOver: (@escaping @Sendable () -> Void) -> Void, tearDown: () -> Void)
+
+        /// The same peer under another name: a second, independent run of it in the same round (an A/A control).
+        public func renamed(_ name: String) -> Peer { Peer(name: name, make: self.make) }
     }
 
     public static let peers = [

@@ -1,7 +1,7 @@
 // `spindle-paced`: issue 17's paced and bursty loads, Spindle beside libdispatch's global queue and NIOThreadPool,
 // with every peer's threads all its own.
 //
-//     swift run -c release spindle-paced [--rounds N] [LOAD ...]
+//     swift run -c release spindle-paced [--rounds N] [--control] [LOAD ...]
 //
 // LOAD is `10us`, `500us`, `5ms` … (one empty item per period), `burst` (64 items every 2 ms), `roundtrip`
 // (20,000 back-to-back submit→run→signal trips, waiting on a `DispatchSemaphore`) or `sweep` (the paces of the
@@ -14,6 +14,10 @@
 // each round; each line is one run (for bursts, with the median start latency at some positions in the burst
 // under it). The summary gives, per load, each peer's median and Spindle's ratio to
 // libdispatch per round (the targets are ratios in one run).
+//
+// `--control` adds an A/A control: a second Spindle queue and a second run of libdispatch's global queue join every
+// round as peers of their own, and the summary also gives each one's ratio to its twin in the same round. Identical
+// code compared with itself shows how far a one-run ratio strays by chance on this machine.
 import Glibc
 import PacedLoad
 
@@ -22,12 +26,16 @@ struct Peer {
     let make: (StartStamps) -> PacedTarget
 }
 
-let peers = [
+var peers = [
     Peer(name: "Spindle", make: QueuePeers.spindle),
     Peer(name: "DispatchQueue.global", make: QueuePeers.dispatchGlobal),
     Peer(name: "NIOThreadPool", make: QueuePeers.nioPool),
     Peer(name: "no hand-off (inline on the pacing thread)", make: QueuePeers.inline),
 ]
+
+/// The A/A control (`--control`): these peers run twice a round, the second time under the name with `twinSuffix`.
+let twinned = ["Spindle", "DispatchQueue.global"]
+let twinSuffix = ", again"
 
 /// Parses `10us`, `2ms` or `burst` into a load of about 0.3 s, as the suite's sweep does.
 func load(_ text: String) -> PacedLoad? {
@@ -40,17 +48,21 @@ func load(_ text: String) -> PacedLoad? {
 }
 
 func usage(_ message: String) -> Never {
-    print("spindle-paced: \(message)\nusage: spindle-paced [--rounds N] [10us|500us|5ms|burst|roundtrip|sweep ...]")
+    print("spindle-paced: \(message)\nusage: spindle-paced [--rounds N] [--control] "
+          + "[10us|500us|5ms|burst|roundtrip|sweep ...]")
     exit(2)
 }
 
 var rounds = 5
+var control = false
 var names: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     if argument == "--rounds" {
         guard let text = arguments.popFirst(), let n = Int(text), n > 0 else { usage("--rounds takes a count") }
         rounds = n
+    } else if argument == "--control" {
+        control = true
     } else {
         names.append(argument)
     }
@@ -99,15 +111,24 @@ func runRounds<P, R>(
     return results
 }
 
-/// Spindle's figure over libdispatch's, per round, and their median.
-func printRatios<R>(_ results: [String: [R]], _ figures: [(String, KeyPath<R, Int>)]) {
-    let spindle = results["Spindle"]!, dispatch = results["DispatchQueue.global"]!
-    for (label, figure) in figures {
-        let ratios = zip(spindle, dispatch).map { Double($0[keyPath: figure]) / Double($1[keyPath: figure]) }
-        let text = ratios.map { twoDecimals(Int(($0 * 100).rounded())) }.joined(separator: ", ")
-        print("Spindle / libdispatch, \(label): \(text) (median \(twoDecimals(Int((median(ratios) * 100).rounded()))))")
+/// Spindle's figure over libdispatch's, per round, and their median; with `--control`, also each twin pair's.
+func printRatios<R>(_ results: [String: [R]], _ figures: [(String, KeyPath<R, Int>)], control: Bool) {
+    var pairs = [("Spindle / libdispatch", "Spindle", "DispatchQueue.global")]
+    if control {
+        pairs += [("A/A control, Spindle / Spindle", "Spindle", "Spindle" + twinSuffix),
+                  ("A/A control, libdispatch / libdispatch", "DispatchQueue.global", "DispatchQueue.global" + twinSuffix)]
+    }
+    for (title, top, bottom) in pairs {
+        let tops = results[top]!, bottoms = results[bottom]!
+        for (label, figure) in figures {
+            let ratios = zip(tops, bottoms).map { Double($0[keyPath: figure]) / Double($1[keyPath: figure]) }
+            let text = ratios.map { twoDecimals(Int(($0 * 100).rounded())) }.joined(separator: ", ")
+            print("\(title), \(label): \(text) (median \(twoDecimals(Int((median(ratios) * 100).rounded()))))")
+        }
     }
 }
+
+if control { peers += peers.filter { twinned.contains($0.name) }.map { Peer(name: $0.name + twinSuffix, make: $0.make) } }
 
 for (name, load) in loads {
     print("== \(name == "burst" ? "bursts of 64 every 2 ms" : "one item every \(load.periodLabel)"), \(load.ops) items a run")
@@ -122,18 +143,22 @@ for (name, load) in loads {
         print("median \(peer.name): CPU per item \(median(runs, \.cpuPerOp)), p50 \(median(runs, \.startP50)), "
               + "p99 \(median(runs, \.startP99)), pace \(median(runs, \.wallPerOp))")
     }
-    printRatios(results, [("CPU", \.cpuPerOp), ("p50", \.startP50), ("p99", \.startP99)])
+    printRatios(results, [("CPU", \.cpuPerOp), ("p50", \.startP50), ("p99", \.startP99)], control: control)
 }
 
 if names.contains("roundtrip") {
     let trips = 20_000
     print("== back-to-back round trips, \(trips) a run, DispatchSemaphore waiter")
-    let results = runRounds(RoundTrips.peers, rounds: rounds, name: \.name, run: { RoundTrips.run($0, trips: trips) }) { result in
+    var tripPeers = RoundTrips.peers
+    if control {
+        tripPeers += tripPeers.filter { twinned.contains($0.name) }.map { $0.renamed($0.name + twinSuffix) }
+    }
+    let results = runRounds(tripPeers, rounds: rounds, name: \.name, run: { RoundTrips.run($0, trips: trips) }) { result in
         "\(microseconds(result.wallPerTrip)) a trip, CPU \(microseconds(result.cpuPerTrip)) a trip"
     }
-    for peer in RoundTrips.peers {
+    for peer in tripPeers {
         let runs = results[peer.name]!
         print("median \(peer.name): \(median(runs, \.wallPerTrip)) a trip, CPU \(median(runs, \.cpuPerTrip)) a trip")
     }
-    printRatios(results, [("wall", \.wallPerTrip), ("CPU", \.cpuPerTrip)])
+    printRatios(results, [("wall", \.wallPerTrip), ("CPU", \.cpuPerTrip)], control: control)
 }
