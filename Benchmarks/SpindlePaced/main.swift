@@ -1,7 +1,7 @@
 // `spindle-paced`: issue 17's paced and bursty loads, Spindle beside libdispatch's global queue and NIOThreadPool,
 // with every peer's threads all its own.
 //
-//     swift run -c release spindle-paced [--rounds N] [--control] [LOAD ...]
+//     swift run -c release spindle-paced [--rounds N] [--control] [--seed S] [LOAD ...]
 //
 // LOAD is `10us`, `500us`, `5ms` … (one empty item per period), `burst` (64 items every 2 ms), `roundtrip`
 // (20,000 back-to-back submit→run→signal trips, waiting on a `DispatchSemaphore`) or `sweep` (the paces of the
@@ -18,6 +18,10 @@
 // `--control` adds an A/A control: a second Spindle queue and a second run of libdispatch's global queue join every
 // round as peers of their own, and the summary also gives each one's ratio to its twin in the same round. Identical
 // code compared with itself shows how far a one-run ratio strays by chance on this machine.
+//
+// `--seed S` runs each round's peers in a shuffled order (drawn from S) instead of the rotation, so that no peer
+// keeps running right after the same other peer: a run can be coloured by the one before it (threads that linger,
+// caches, the CPUs' idle states).
 import Glibc
 import PacedLoad
 
@@ -48,13 +52,14 @@ func load(_ text: String) -> PacedLoad? {
 }
 
 func usage(_ message: String) -> Never {
-    print("spindle-paced: \(message)\nusage: spindle-paced [--rounds N] [--control] "
+    print("spindle-paced: \(message)\nusage: spindle-paced [--rounds N] [--control] [--seed S] "
           + "[10us|500us|5ms|burst|roundtrip|sweep ...]")
     exit(2)
 }
 
 var rounds = 5
 var control = false
+var seed: UInt64? = nil
 var names: [String] = []
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
@@ -63,6 +68,9 @@ while let argument = arguments.popFirst() {
         rounds = n
     } else if argument == "--control" {
         control = true
+    } else if argument == "--seed" {
+        guard let text = arguments.popFirst(), let s = UInt64(text) else { usage("--seed takes a number") }
+        seed = s
     } else {
         names.append(argument)
     }
@@ -94,15 +102,31 @@ func median<R>(_ runs: [R], _ figure: KeyPath<R, Int>) -> String {
     microseconds(Int(median(runs.map { Double($0[keyPath: figure]) })))
 }
 
-/// `rounds` rounds of every peer (named by `name`), in a fresh order each round; prints each run with `describe`.
-/// Returns each peer's runs, by name.
+/// SplitMix64: the shuffled orders of `--seed`, the same for the same seed.
+struct OrderGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        self.state &+= 0x9E37_79B9_7F4A_7C15
+        var z = self.state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+nonisolated(unsafe) var orders = seed.map { OrderGenerator(state: $0) }
+if let seed { print("peer order: shuffled each round, seed \(seed)") }
+
+/// `rounds` rounds of every peer (named by `name`), in a fresh order each round (rotated, or shuffled with
+/// `--seed`); prints each run with `describe`. Returns each peer's runs, by name.
 func runRounds<P, R>(
     _ peers: [P], rounds: Int, name: (P) -> String, run: (P) -> R, describe: (R) -> String
 ) -> [String: [R]] {
     var results: [String: [R]] = [:]
     for round in 0..<rounds {
-        for k in 0..<peers.count {
-            let peer = peers[(k + round) % peers.count]
+        var order = Array(0..<peers.count).map { ($0 + round) % peers.count }
+        if orders != nil { order.shuffle(using: &orders!) }
+        for k in order {
+            let peer = peers[k]
             let result = run(peer)
             results[name(peer), default: []].append(result)
             print("round \(round + 1) \(name(peer)): \(describe(result))")
