@@ -176,10 +176,11 @@ extension PoolAsyncReviewTests {
     /// meanwhile reads `standIn` and performs its job on the stand-in at once: it runs before the jobs enqueued
     /// earlier. The diagnostics handler (user code, on the exiting thread, between publishing and performing)
     /// holds the exiting thread at that point, standing in for a preemption there.
-    /// A process of its own: the diagnostics handler is process-wide. Exit 0: in order; 1: `third` ran first
-    /// (`["third", "first", "second"]`); 5: another order; 2–4: the setup failed.
+    /// A process of its own: the diagnostics handler is process-wide. It exits 0 having written the order it saw to
+    /// standard error, which the test checks, so that a failure shows the order (the bug's was `["third", "first",
+    /// "second"]`); 2–4: the setup failed.
     @Test func parAMovedExecutorRunsAJobEnqueuedDuringTheMoveAfterTheWaitingOnes() async {
-        await #expect(processExitsWith: .success) {
+        let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
             let ready = QTGate(), exitGate = QTGate(), moved = QTGate(), release = QTGate()
             let handOff = SpindleLockedValue<SpindleRunLoop?>(nil)
             guard let thread = try? SpindleThread.spawnJoinable(name: "par-leaving", {
@@ -207,15 +208,20 @@ extension PoolAsyncReviewTests {
                 await device.record("third")  // enqueued after both
                 thirdDone.set()
             }
-            _ = await atEventually(seconds: 5) { thirdDone.isSet }  // the bug: it ran already; a fix may hold it
+            let thirdEarly = await atEventually(seconds: 5) { thirdDone.isSet }  // the bug: it ran already
             release.open()
             _ = await first.value
             _ = await second.value
             _ = await third.value
             try? thread.join()
             let order = await device.order
-            if order == ["first", "second", "third"] { exit(0) }
-            exit(order == ["third", "first", "second"] ? 1 : 5)
+            let line = "order \(order); third done before the release: \(thirdEarly)\n"
+            _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+            exit(0)
+        }
+        if let result {
+            let report = String(decoding: result.standardErrorContent, as: UTF8.self)
+            #expect(report.contains(#"order ["first", "second", "third"];"#), "the child wrote: \(report)")
         }
     }
 }
